@@ -1,0 +1,99 @@
+"""BertEncoder: the BERT transformer encoder as a Keras 3 functional model.
+
+    inputs  {"token_ids", "segment_ids", "padding_mask"}  int32 [batch, seq]
+    outputs {"sequence_output": [batch, seq, hidden],
+             "pooled_output":   [batch, hidden]         (dense + tanh on [CLS]),
+             "embedding_output": [batch, seq, hidden],
+             "encoder_outputs": list of num_hidden_layers tensors [batch, seq, hidden]}
+
+Constructor arguments are exactly BertConfig's fields, so
+`BertEncoder(**config.to_dict())` and `BertEncoder.from_config_object(config)` agree.
+"""
+
+import keras
+from keras import ops
+
+from bert_tf.config import BertConfig
+from bert_tf.layers import MASK_LOGIT, BertEmbeddings, TransformerBlock
+
+INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertEncoder(keras.Model):
+
+    def __init__(self, vocab_size=30522, hidden_size=768, num_hidden_layers=12,
+                 num_attention_heads=12, intermediate_size=3072, hidden_act="gelu",
+                 hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                 max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02,
+                 layer_norm_eps=1e-12, dtype=None, **kwargs):
+        # Validates every field with one error message listing all problems.
+        config = BertConfig(
+            vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_hidden_layers,
+            num_attention_heads=num_attention_heads, intermediate_size=intermediate_size,
+            hidden_act=hidden_act, hidden_dropout_prob=hidden_dropout_prob,
+            attention_probs_dropout_prob=attention_probs_dropout_prob,
+            max_position_embeddings=max_position_embeddings, type_vocab_size=type_vocab_size,
+            initializer_range=initializer_range, layer_norm_eps=layer_norm_eps)
+        policy = keras.dtype_policies.get(dtype) if dtype is not None else \
+            keras.config.dtype_policy()
+
+        embeddings = BertEmbeddings(
+            vocab_size, hidden_size, max_position_embeddings, type_vocab_size,
+            initializer_range, layer_norm_eps, hidden_dropout_prob, dtype=policy,
+            name="embeddings")
+        blocks = [TransformerBlock(
+            hidden_size, num_attention_heads, intermediate_size, hidden_act,
+            hidden_dropout_prob, attention_probs_dropout_prob, initializer_range,
+            layer_norm_eps, dtype=policy, name=f"layer_{i}") for i in range(num_hidden_layers)]
+        pooler = keras.layers.Dense(
+            hidden_size, activation="tanh",
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+            dtype=policy, name="pooler")
+
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
+                  for name in INPUT_NAMES}
+        x = embeddings(inputs["token_ids"], inputs["segment_ids"])
+        embedding_output = x
+        # [batch, seq] 1/0 -> [batch, 1, 1, seq] additive bias, broadcast over heads and
+        # query positions: padded keys get MASK_LOGIT.
+        mask = ops.cast(inputs["padding_mask"], "float32")
+        attention_bias = ((1.0 - mask) * MASK_LOGIT)[:, None, None, :]
+        encoder_outputs = []
+        for block in blocks:
+            x = block(x, attention_bias)
+            encoder_outputs.append(x)
+        pooled = pooler(x[:, 0, :])  # [batch, hidden], from the [CLS] position
+        outputs = {"sequence_output": x, "pooled_output": pooled,
+                   "embedding_output": embedding_output, "encoder_outputs": encoder_outputs}
+        super().__init__(inputs=inputs, outputs=outputs, dtype=policy, **kwargs)
+
+        self.bert_config = config
+        self.embeddings = embeddings
+        self.blocks = blocks
+        self.pooler = pooler
+
+    @classmethod
+    def from_config_object(cls, config, **kwargs):
+        """Builds an encoder from a BertConfig (kwargs: dtype, name)."""
+        return cls(**config.to_dict(), **kwargs)
+
+    @property
+    def word_embeddings(self):
+        """[vocab_size, hidden] table, shared with the masked-LM head."""
+        return self.embeddings.word_embeddings
+
+    def get_config(self):
+        # Functional-model internals are rebuilt by __init__; only the hyperparameters
+        # (and Keras' own name/trainable/dtype) are stored.
+        config = {"name": self.name, "trainable": self.trainable,
+                  "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+        config.update(self.bert_config.to_dict())
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)

@@ -1,0 +1,4 @@
+from bert_tf.layers.embeddings import BertEmbeddings
+from bert_tf.layers.transformer import MASK_LOGIT, TransformerBlock, activation_fn
+
+__all__ = ["BertEmbeddings", "TransformerBlock", "MASK_LOGIT", "activation_fn"]

@@ -1,0 +1,58 @@
+"""BERT's input embeddings: word + learned position + token type, LayerNorm, dropout."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertEmbeddings(keras.layers.Layer):
+    """Sums the three embeddings, then LayerNorm and dropout (google's
+    `embedding_postprocessor`). The word table is public (`word_embeddings`) because the
+    masked-LM head reuses it as its output projection (tied weights)."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings=512,
+                 type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12,
+                 dropout=0.1, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+        self.dropout_rate = dropout
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_eps, dtype=self.dtype_policy, name="layer_norm")
+        self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
+
+    def build(self, input_shape):
+        init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
+        self.word_embeddings = self.add_weight(
+            name="word_embeddings", shape=(self.vocab_size, self.hidden_size), initializer=init)
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings", shape=(self.max_position_embeddings, self.hidden_size),
+            initializer=init)
+        self.token_type_embeddings = self.add_weight(
+            name="token_type_embeddings", shape=(self.type_vocab_size, self.hidden_size),
+            initializer=init)
+        self.layer_norm.build((None, None, self.hidden_size))
+        self.built = True
+
+    def call(self, token_ids, segment_ids, training=False):
+        # token_ids, segment_ids: [batch, seq]
+        seq_length = ops.shape(token_ids)[1]
+        words = ops.take(self.word_embeddings, token_ids, axis=0)  # [batch, seq, hidden]
+        types = ops.take(self.token_type_embeddings, segment_ids, axis=0)
+        positions = self.position_embeddings[:seq_length]  # [seq, hidden], broadcast on batch
+        x = words + types + positions[None]
+        x = self.layer_norm(ops.cast(x, self.compute_dtype))
+        return self.dropout(x, training=training)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
+                      max_position_embeddings=self.max_position_embeddings,
+                      type_vocab_size=self.type_vocab_size,
+                      initializer_range=self.initializer_range,
+                      layer_norm_eps=self.layer_norm_eps, dropout=self.dropout_rate)
+        return config

@@ -1,0 +1,114 @@
+"""One post-LayerNorm BERT transformer block: self-attention and feed-forward, each
+followed by dropout, a residual add and LayerNorm (google's `transformer_model`).
+
+Query, key and value live in one [hidden, 3 * hidden] kernel so a block does one large
+matmul instead of three small ones; the checkpoint converters split and join it.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+# Added to the attention logits of padded keys, as in google's original (-10000). It is
+# finite so that a fully padded row stays well-defined, and exp(-10000) is 0 in any float.
+MASK_LOGIT = -10000.0
+
+
+def activation_fn(name):
+    """`hidden_act` -> function. "gelu" is the exact erf GELU (google's first release,
+    HF "gelu"); "gelu_new"/"gelu_tanh" the tanh approximation (tensorflow/models)."""
+    from bert_tf.config import GELU_EXACT, GELU_TANH
+    if name in GELU_EXACT:
+        return lambda x: keras.activations.gelu(x, approximate=False)
+    if name in GELU_TANH:
+        return lambda x: keras.activations.gelu(x, approximate=True)
+    if name in ("swish", "silu"):
+        return keras.activations.silu
+    return keras.activations.get(name)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class TransformerBlock(keras.layers.Layer):
+
+    def __init__(self, hidden_size, num_attention_heads, intermediate_size,
+                 hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                 initializer_range=0.02, layer_norm_eps=1e-12, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.head_size = hidden_size // num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+        self.activation = activation_fn(hidden_act)
+
+        def dense(units, name):
+            return keras.layers.Dense(
+                units, kernel_initializer=keras.initializers.TruncatedNormal(
+                    stddev=initializer_range),
+                dtype=self.dtype_policy, name=name)
+
+        def layer_norm(name):
+            return keras.layers.LayerNormalization(
+                epsilon=layer_norm_eps, dtype=self.dtype_policy, name=name)
+
+        self.qkv = dense(3 * hidden_size, "qkv")
+        self.attention_output = dense(hidden_size, "attention_output")
+        self.attention_layer_norm = layer_norm("attention_layer_norm")
+        self.intermediate = dense(intermediate_size, "intermediate")
+        self.output_dense = dense(hidden_size, "output")
+        self.output_layer_norm = layer_norm("output_layer_norm")
+        self.attention_dropout = keras.layers.Dropout(attention_probs_dropout_prob,
+                                                      dtype=self.dtype_policy)
+        self.hidden_dropout = keras.layers.Dropout(hidden_dropout_prob, dtype=self.dtype_policy)
+
+    def build(self, input_shape):
+        h, i = self.hidden_size, self.intermediate_size
+        self.qkv.build((None, None, h))
+        self.attention_output.build((None, None, h))
+        self.attention_layer_norm.build((None, None, h))
+        self.intermediate.build((None, None, h))
+        self.output_dense.build((None, None, i))
+        self.output_layer_norm.build((None, None, h))
+        self.built = True
+
+    def call(self, x, attention_bias, training=False):
+        # x: [batch, seq, hidden]; attention_bias: [batch, 1, 1, seq], 0 or MASK_LOGIT.
+        batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+        heads, size = self.num_attention_heads, self.head_size
+
+        qkv = self.qkv(x)  # [batch, seq, 3 * hidden]
+        qkv = ops.reshape(qkv, (batch, seq, 3, heads, size))
+        qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))  # [3, batch, heads, seq, size]
+        query, key, value = qkv[0], qkv[1], qkv[2]
+
+        # Scale the query rather than the [seq, seq] logits: fewer multiplies.
+        query = query * ops.cast(1.0 / math.sqrt(size), query.dtype)
+        logits = ops.matmul(query, ops.swapaxes(key, -1, -2))  # [batch, heads, seq, seq]
+        logits = logits + ops.cast(attention_bias, logits.dtype)
+        probs = ops.softmax(logits, axis=-1)
+        probs = self.attention_dropout(probs, training=training)
+        context = ops.matmul(probs, value)  # [batch, heads, seq, size]
+        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (batch, seq, heads * size))
+
+        attention = self.hidden_dropout(self.attention_output(context), training=training)
+        x = self.attention_layer_norm(x + attention)
+
+        hidden = self.activation(self.intermediate(x))  # [batch, seq, intermediate]
+        out = self.hidden_dropout(self.output_dense(hidden), training=training)
+        return self.output_layer_norm(x + out)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size,
+                      num_attention_heads=self.num_attention_heads,
+                      intermediate_size=self.intermediate_size, hidden_act=self.hidden_act,
+                      hidden_dropout_prob=self.hidden_dropout_prob,
+                      attention_probs_dropout_prob=self.attention_probs_dropout_prob,
+                      initializer_range=self.initializer_range,
+                      layer_norm_eps=self.layer_norm_eps)
+        return config

@@ -1,0 +1,52 @@
+"""BertPretrainer: encoder + masked-LM head + next-sentence head.
+
+    inputs  {"token_ids", "segment_ids", "padding_mask"} int32 [batch, seq],
+            "masked_lm_positions" int32 [batch, predictions]
+    outputs {"mlm_logits": float32 [batch, predictions, vocab],
+             "nsp_logits": float32 [batch, 2]}
+"""
+
+import keras
+
+from bert_tf.config import BertConfig
+from bert_tf.encoder import INPUT_NAMES, BertEncoder
+from bert_tf.heads import MaskedLMHead, NextSentenceHead
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertPretrainer(keras.Model):
+
+    def __init__(self, encoder, **kwargs):
+        if isinstance(encoder, dict):  # from get_config
+            encoder = keras.saving.deserialize_keras_object(encoder)
+        config = encoder.bert_config
+        mlm_head = MaskedLMHead(encoder.embeddings, config.hidden_act,
+                                config.initializer_range, config.layer_norm_eps,
+                                dtype=encoder.dtype_policy, name="mlm_head")
+        nsp_head = NextSentenceHead(config.initializer_range, dtype=encoder.dtype_policy,
+                                    name="nsp_head")
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
+                  for name in INPUT_NAMES}
+        inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32",
+                                                    name="masked_lm_positions")
+        encoded = encoder({name: inputs[name] for name in INPUT_NAMES})
+        outputs = {
+            "mlm_logits": mlm_head(encoded["sequence_output"], inputs["masked_lm_positions"]),
+            "nsp_logits": nsp_head(encoded["pooled_output"]),
+        }
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.encoder = encoder
+        self.mlm_head = mlm_head
+        self.nsp_head = nsp_head
+
+    @classmethod
+    def from_config_object(cls, config: BertConfig, dtype=None, **kwargs):
+        return cls(BertEncoder.from_config_object(config, dtype=dtype), **kwargs)
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable,
+                "encoder": keras.saving.serialize_keras_object(self.encoder)}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

