@@ -1,0 +1,64 @@
+"""Shared test helpers (in the spirit of keras-hub's run_backbone_test): one call checks a
+model's config round trip, variable sequence lengths, mixed precision and save/load."""
+
+import numpy as np
+import keras
+
+
+def random_inputs(batch, seq, vocab_size, seed=0, pad_from=None):
+    """Encoder inputs with the project's three names; rows after the first are padded from
+    `pad_from` (default: half the sequence) so masks are exercised."""
+    rng = np.random.default_rng(seed)
+    token_ids = rng.integers(5, vocab_size, size=(batch, seq)).astype("int32")
+    segment_ids = np.zeros((batch, seq), "int32")
+    segment_ids[:, seq // 2:] = 1
+    padding_mask = np.ones((batch, seq), "int32")
+    cut = seq // 2 if pad_from is None else pad_from
+    padding_mask[1:, cut:] = 0
+    token_ids = token_ids * padding_mask
+    segment_ids = segment_ids * padding_mask
+    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+
+
+def run_model_test(cls, init_kwargs, inputs, expected_output_shapes, tmp_path,
+                   extra_inputs=None):
+    """Checks: output shapes; get_config/from_config round trip with identical outputs;
+    .keras save/load with identical outputs; mixed_bfloat16 and mixed_float16 compute
+    dtypes with float32 variables.
+
+    Returns (float32 outputs, {policy name: outputs under that policy}) for further checks.
+    """
+    model = cls(**init_kwargs)
+    outputs = model(inputs)
+    for name, shape in expected_output_shapes.items():
+        assert tuple(outputs[name].shape) == tuple(shape), (name, outputs[name].shape)
+
+    # Config round trip: same architecture; with the same weights, same outputs.
+    config = model.get_config()
+    clone = cls.from_config(config)
+    assert clone.get_config() == config
+    clone.set_weights(model.get_weights())
+    for name in expected_output_shapes:
+        np.testing.assert_allclose(np.asarray(clone(inputs)[name]),
+                                   np.asarray(outputs[name]), atol=1e-6)
+
+    # .keras file round trip.
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert isinstance(loaded, cls)
+    for name in expected_output_shapes:
+        np.testing.assert_allclose(np.asarray(loaded(inputs)[name]),
+                                   np.asarray(outputs[name]), atol=1e-6)
+
+    # Mixed precision: compute in the low dtype, keep float32 variables.
+    low_precision = {}
+    for policy in ("mixed_bfloat16", "mixed_float16"):
+        low = cls(**init_kwargs, dtype=policy)
+        low.set_weights(model.get_weights())
+        assert all(v.dtype == "float32" for v in low.weights), policy
+        low_precision[policy] = low(inputs)
+        for name in expected_output_shapes:
+            value = np.asarray(keras.ops.cast(low_precision[policy][name], "float32"))
+            assert np.all(np.isfinite(value)), (policy, name)
+    return outputs, low_precision
