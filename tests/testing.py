@@ -62,3 +62,45 @@ def run_model_test(cls, init_kwargs, inputs, expected_output_shapes, tmp_path,
             value = np.asarray(keras.ops.cast(low_precision[policy][name], "float32"))
             assert np.all(np.isfinite(value)), (policy, name)
     return outputs, low_precision
+
+
+def write_pretraining_shards(directory, num_files=2, examples_per_file=64, seq_length=32,
+                             predictions=5, vocab_size=100, seed=0):
+    """Writes google-format pretraining shards with a learnable pattern: segment B repeats
+    segment A for "is next" examples, so both heads can be fit. Returns the glob."""
+    import os
+    import tensorflow as tf
+    rng = np.random.default_rng(seed)
+    os.makedirs(directory, exist_ok=True)
+
+    def ints(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
+
+    for f in range(num_files):
+        with tf.io.TFRecordWriter(os.path.join(directory, f"shard_{f}.tfrecord")) as w:
+            for _ in range(examples_per_file):
+                n = int(rng.integers(seq_length // 2, seq_length + 1))
+                half = (n - 3) // 2
+                a = rng.integers(5, vocab_size, half)
+                random_next = int(rng.integers(0, 2))
+                b = rng.integers(5, vocab_size, half) if random_next else a.copy()
+                tokens = np.concatenate([[2], a, [3], b, [3]]).astype(int)
+                segments = [0] * (half + 2) + [1] * (half + 1)
+                positions = np.sort(rng.choice(np.arange(half + 2, 2 * half + 2),
+                                               predictions, replace=False))
+                labels = tokens[positions]
+                tokens[positions] = 4  # [MASK]
+                pad = seq_length - len(tokens)
+                feature = {
+                    "input_ids": ints(list(tokens) + [0] * pad),
+                    "input_mask": ints([1] * len(tokens) + [0] * pad),
+                    "segment_ids": ints(segments + [0] * pad),
+                    "masked_lm_positions": ints(positions),
+                    "masked_lm_ids": ints(labels),
+                    "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(
+                        value=[1.0] * predictions)),
+                    "next_sentence_labels": ints([random_next]),
+                }
+                w.write(tf.train.Example(features=tf.train.Features(
+                    feature=feature)).SerializeToString())
+    return os.path.join(directory, "*.tfrecord")

@@ -1,0 +1,78 @@
+"""Optimizer and learning-rate schedule of BERT pretraining and fine-tuning.
+
+AdamW (decoupled weight decay 0.01, betas 0.9/0.999, epsilon 1e-6) with decay skipped for
+LayerNorm and bias variables, as google's AdamWeightDecayOptimizer; LAMB for large
+batches. Gradient clipping to global norm 1.0 is done by the training loop *after* the
+cross-replica sum, so every strategy clips the same global gradient (Keras' own
+`global_clipnorm` would clip each replica's partial gradient).
+"""
+
+import re
+
+import keras
+from keras import ops
+
+# google excludes ["LayerNorm", "layer_norm", "bias"] by name; our variable paths spell
+# LayerNorm "layer_norm" and biases "bias" / "output_bias".
+NO_DECAY_PATTERN = re.compile(r"layer_norm|LayerNorm|bias")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup from 0 to `peak` over `warmup_steps`, then linear decay to 0 at
+    `total_steps`.
+
+    The decay runs from the end of warmup: google's original decays from step 0 and
+    switches to it after warmup, so its rate drops abruptly at the end of warmup (to
+    peak * (1 - warmup/total)). Here the rate is continuous and peaks at `warmup_steps`.
+    """
+
+    def __init__(self, peak, total_steps, warmup_steps):
+        if total_steps <= 0:
+            raise ValueError(f"num_train_steps must be positive, got {total_steps}")
+        if not 0 <= warmup_steps <= total_steps:
+            raise ValueError(f"num_warmup_steps must be in [0, num_train_steps], "
+                             f"got {warmup_steps} with {total_steps} steps")
+        self.peak = float(peak)
+        self.total_steps = int(total_steps)
+        self.warmup_steps = int(warmup_steps)
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        warmup = float(max(self.warmup_steps, 1))
+        decay = float(max(self.total_steps - self.warmup_steps, 1))
+        warm = self.peak * step / warmup
+        cool = self.peak * ops.maximum(0.0, float(self.total_steps) - step) / decay
+        return ops.where(step < self.warmup_steps, warm, cool)
+
+    def get_config(self):
+        return {"peak": self.peak, "total_steps": self.total_steps,
+                "warmup_steps": self.warmup_steps}
+
+
+def decayed_variables(variables):
+    """The variables that get weight decay (all but LayerNorm and bias)."""
+    return [v for v in variables if not NO_DECAY_PATTERN.search(v.path)]
+
+
+def create_optimizer(name, learning_rate, num_train_steps, num_warmup_steps, variables,
+                     weight_decay=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6):
+    """AdamW or LAMB with the warmup/decay schedule and BERT's weight-decay exclusions.
+
+    `variables`: the trainable variables, to mark LayerNorm and bias ones as excluded
+    (before the optimizer is built, as Keras requires).
+    """
+    schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
+    if name == "adamw":
+        optimizer = keras.optimizers.AdamW(schedule, weight_decay=weight_decay,
+                                           beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)
+    elif name == "lamb":
+        # Keras' LAMB applies decoupled weight decay (scaled by the rate) next to the
+        # trust-ratio update.
+        optimizer = keras.optimizers.Lamb(schedule, weight_decay=weight_decay,
+                                          beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)
+    else:
+        raise ValueError(f"--optimizer must be adamw or lamb, got {name!r}")
+    excluded = [v for v in variables if NO_DECAY_PATTERN.search(v.path)]
+    optimizer.exclude_from_weight_decay(var_list=excluded)
+    return optimizer

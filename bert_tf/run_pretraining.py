@@ -1,0 +1,204 @@
+"""Pretrains BERT (masked LM + next sentence) from TFRecord shards.
+
+    python -m bert_tf.run_pretraining --input_file='shards/*.tfrecord' \\
+        --output_dir=runs/base --bert_config_file=bert_config.json --do_train --do_eval \\
+        --train_batch_size=32 --max_seq_length=128 --max_predictions_per_seq=20 \\
+        --num_train_steps=100000 --num_warmup_steps=10000 --learning_rate=1e-4
+
+Flags keep google-research/bert's names and defaults. Shards from google's
+create_pretraining_data.py and from `python -m bert_tf.create_pretraining_data` both work.
+The run resumes by itself when --output_dir holds a checkpoint. At the end the model is
+also written in google's TF1 format (output_dir/google) and HF's (output_dir/hf).
+"""
+
+import argparse
+import os
+import sys
+
+DTYPES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+
+
+def str2bool(value):
+    """absl-style booleans: --do_train, --do_train=true, --do_train=False."""
+    if isinstance(value, bool):
+        return value
+    if value.lower() in ("1", "true", "yes", "y"):
+        return True
+    if value.lower() in ("0", "false", "no", "n"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m bert_tf.run_pretraining",
+                                description=__doc__.split("\n\n")[0])
+    flag = lambda name, **kw: p.add_argument(f"--{name}", **kw)  # noqa: E731
+    boolean = dict(type=str2bool, nargs="?", const=True, default=False)
+    flag("bert_config_file", default=None,
+         help="bert_config.json (google) or config.json (HF); or use --preset")
+    flag("preset", default=None, help="tiny|mini|small|medium|base|large instead of a file")
+    flag("vocab_file", default=None,
+         help="vocab.txt to copy beside the exported models (its size must match)")
+    flag("input_file", required=True, help="comma-separated globs of training shards")
+    flag("eval_input_file", default=None,
+         help="comma-separated globs of eval shards (default: --input_file)")
+    flag("output_dir", required=True, help="checkpoints, logs and exported models")
+    flag("init_checkpoint", default=None,
+         help="initial weights: google TF1, HF or Keras checkpoint (heads optional)")
+    flag("max_seq_length", type=int, default=128)
+    flag("max_predictions_per_seq", type=int, default=20)
+    flag("do_train", **boolean)
+    flag("do_eval", **boolean)
+    flag("train_batch_size", type=int, default=32, help="global batch size")
+    flag("eval_batch_size", type=int, default=8)
+    flag("learning_rate", type=float, default=5e-5)
+    flag("num_train_steps", type=int, default=100000)
+    flag("num_warmup_steps", type=int, default=10000)
+    flag("save_checkpoints_steps", type=int, default=1000)
+    flag("keep_checkpoints", type=int, default=5, help="checkpoints kept (newest)")
+    flag("max_eval_steps", type=int, default=100)
+    flag("steps_per_loop", type=int, default=1,
+         help="steps run inside one tf.function call (fewer host round trips)")
+    flag("optimizer", default="adamw", choices=("adamw", "lamb"))
+    flag("mixed_precision", default="float32", choices=tuple(DTYPES))
+    flag("gradient_accumulation_steps", type=int, default=1)
+    flag("jit_compile", **boolean)
+    flag("strategy", default="auto",
+         choices=("auto", "one_device", "mirrored", "multi_worker", "tpu"))
+    flag("cpu_devices", type=int, default=0,
+         help="split the CPU into N logical devices (to run --strategy=mirrored on a host "
+              "without accelerators)")
+    flag("tpu", default=None, help="TPU name or grpc:// address; implies --strategy=tpu")
+    flag("tpu_zone", default=None)
+    flag("gcp_project", default=None)
+    flag("seed", type=int, default=12345, help="initialisation, dropout and shuffling")
+    flag("shuffle_buffer", type=int, default=10000)
+    args = p.parse_args(argv)
+    if not (args.do_train or args.do_eval):
+        p.error("at least one of --do_train or --do_eval must be true")
+    if (args.bert_config_file is None) == (args.preset is None):
+        p.error("give exactly one of --bert_config_file or --preset")
+    for name in ("train_batch_size", "eval_batch_size", "num_train_steps",
+                 "save_checkpoints_steps", "steps_per_loop", "gradient_accumulation_steps",
+                 "max_seq_length", "max_predictions_per_seq"):
+        if getattr(args, name) <= 0:
+            p.error(f"--{name} must be positive, got {getattr(args, name)}")
+    return args
+
+
+def build(args, strategy):
+    """Model + optimizer under the strategy's scope (init_checkpoint loaded if any)."""
+    import keras
+
+    from bert_tf import checkpoints
+    from bert_tf.config import BertConfig
+    from bert_tf.pretraining.model import BertPretrainer
+    from bert_tf.pretraining.optimization import create_optimizer
+
+    config = BertConfig.from_json_file(args.bert_config_file) if args.bert_config_file \
+        else BertConfig.preset(args.preset)
+    if args.max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length {args.max_seq_length} exceeds the config's "
+                         f"max_position_embeddings {config.max_position_embeddings}")
+    with strategy.scope():
+        keras.utils.set_random_seed(args.seed)
+        model = BertPretrainer.from_config_object(config, dtype=DTYPES[args.mixed_precision])
+        if args.init_checkpoint and not tf_latest(args.output_dir):
+            report = checkpoints.restore(model, args.init_checkpoint, allow_missing_heads=True)
+            print(f"initialised from {args.init_checkpoint}: {report}", flush=True)
+        optimizer = create_optimizer(args.optimizer, args.learning_rate, args.num_train_steps,
+                                     args.num_warmup_steps, model.trainable_variables)
+        if args.mixed_precision == "float16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer.build(model.trainable_variables)
+    return config, model, optimizer
+
+
+def tf_latest(output_dir):
+    import tensorflow as tf
+    return tf.train.latest_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+
+
+def write_eval_results(path, metrics):
+    """google's eval_results.txt: `key = value` lines, sorted."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        for key in sorted(metrics):
+            f.write(f"{key} = {metrics[key]}\n")
+    os.replace(tmp, path)
+
+
+def run(args):
+    import tensorflow as tf
+
+    from bert_tf import checkpoints
+    from bert_tf.pretraining.data import expand_file_patterns, pretraining_dataset
+    from bert_tf.pretraining.distribution import create_strategy
+    from bert_tf.pretraining.trainer import Pretrainer
+
+    train_files = expand_file_patterns(args.input_file)
+    eval_files = expand_file_patterns(args.eval_input_file or args.input_file)
+    strategy = create_strategy(args.strategy, args.tpu, args.tpu_zone, args.gcp_project,
+                               args.cpu_devices)
+    print(f"strategy: {type(strategy).__name__} with {strategy.num_replicas_in_sync} "
+          f"replica(s); {len(train_files)} training file(s)", flush=True)
+    os.makedirs(args.output_dir, exist_ok=True)
+    config, model, optimizer = build(args, strategy)
+    trainer = Pretrainer(strategy, model, optimizer, args.output_dir, args.train_batch_size,
+                         args.gradient_accumulation_steps, args.jit_compile,
+                         args.keep_checkpoints)
+    if trainer._is_chief():
+        config.to_json_file(os.path.join(args.output_dir, "bert_config.json"))
+
+    if args.do_train:
+        def dataset_fn(ctx, batch_size, skip_batches):
+            dataset = pretraining_dataset(
+                train_files, batch_size, args.max_seq_length, args.max_predictions_per_seq,
+                is_training=True, input_context=ctx, seed=args.seed,
+                shuffle_buffer=args.shuffle_buffer)
+            return dataset.skip(skip_batches) if skip_batches else dataset
+        trainer.train(dataset_fn, args.num_train_steps, args.save_checkpoints_steps,
+                      args.steps_per_loop)
+        if trainer._is_chief():
+            for fmt in ("google", "hf"):
+                out = os.path.join(args.output_dir, fmt)
+                checkpoints.save_checkpoint(model, out, fmt, vocab_file=args.vocab_file,
+                                            overwrite=True)
+                print(f"wrote {fmt} checkpoint to {out}", flush=True)
+    else:
+        latest = trainer.restore_latest()
+        if latest is None and not args.init_checkpoint:
+            raise ValueError(f"--do_eval without --do_train needs a checkpoint in "
+                             f"{args.output_dir} or --init_checkpoint")
+
+    if args.do_eval:
+        dataset = pretraining_dataset(eval_files, args.eval_batch_size, args.max_seq_length,
+                                      args.max_predictions_per_seq, is_training=False)
+        metrics = trainer.evaluate(dataset, args.max_eval_steps)
+        print("***** Eval results *****")
+        for key in sorted(metrics):
+            print(f"  {key} = {metrics[key]}")
+        if trainer._is_chief():
+            write_eval_results(os.path.join(args.output_dir, "eval_results.txt"), metrics)
+        return metrics
+    del tf
+    return None
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        run(args)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # NonFiniteLossError and checkpoint mismatches
+        if type(e).__name__ in ("NonFiniteLossError", "CheckpointMismatchError"):
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

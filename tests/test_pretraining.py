@@ -1,0 +1,239 @@
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.config import BertConfig
+from bert_tf.pretraining.data import pretraining_dataset
+from bert_tf.pretraining.model import BertPretrainer
+from bert_tf.pretraining.optimization import (WarmupLinearDecay, create_optimizer,
+                                              decayed_variables)
+from bert_tf.pretraining.trainer import Pretrainer
+from bert_tf.run_pretraining import parse_args, write_eval_results
+from tests.testing import write_pretraining_shards
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = dict(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=128, max_position_embeddings=64, hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0)
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    return write_pretraining_shards(str(tmp_path_factory.mktemp("shards")), num_files=2,
+                                    examples_per_file=64, seq_length=32, predictions=5)
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("config") / "bert_config.json"
+    path.write_text(json.dumps(TINY))
+    return str(path)
+
+
+def test_schedule_has_no_drop_at_end_of_warmup():
+    s = WarmupLinearDecay(1e-4, total_steps=100, warmup_steps=10)
+    lr = np.array([float(s(i)) for i in range(101)])
+    np.testing.assert_allclose(lr[[0, 5, 10, 55, 100]], [0, 5e-5, 1e-4, 5e-5, 0], atol=1e-12)
+    assert lr.argmax() == 10
+    steps = np.diff(lr)
+    # Rising by peak/10 per step, then falling by peak/90: no jump anywhere.
+    np.testing.assert_allclose(steps[:10], 1e-5, rtol=1e-5)
+    np.testing.assert_allclose(steps[10:], -1e-4 / 90, rtol=1e-4)
+    with pytest.raises(ValueError, match="num_warmup_steps"):
+        WarmupLinearDecay(1e-4, 10, 20)
+
+
+def test_weight_decay_skips_layer_norm_and_bias():
+    model = BertPretrainer.from_config_object(BertConfig(**TINY))
+    variables = model.trainable_variables
+    decayed = {v.path for v in decayed_variables(variables)}
+    assert "embeddings/word_embeddings" in decayed
+    assert "layer_0/qkv/kernel" in decayed
+    assert not any("layer_norm" in p or "bias" in p for p in decayed)
+    # Behaviour, not just names: with zero gradients, only decayed variables move.
+    optimizer = create_optimizer("adamw", 0.1, 10, 0, variables, weight_decay=0.5)
+    for v in variables:
+        if "layer_norm/beta" in v.path or "bias" in v.path:
+            v.assign(tf.ones_like(v))
+    before = {v.path: v.numpy().copy() for v in variables}
+    optimizer.apply([tf.zeros_like(v) for v in variables], variables)
+    optimizer.apply([tf.zeros_like(v) for v in variables], variables)
+    for v in variables:
+        moved = not np.array_equal(before[v.path], v.numpy())
+        assert moved == (v.path in decayed), v.path
+
+
+def _pretrainer(tmp_path, batch_size, lr=1e-3, steps=100, warmup=0, accumulation=1):
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with strategy.scope():
+        keras.utils.set_random_seed(1)
+        model = BertPretrainer.from_config_object(BertConfig(**TINY))
+        optimizer = create_optimizer("adamw", lr, steps, warmup, model.trainable_variables)
+        optimizer.build(model.trainable_variables)
+    return Pretrainer(strategy, model, optimizer, str(tmp_path), batch_size, accumulation)
+
+
+def _dataset_fn(shards, shuffle_buffer=1000):
+    def fn(ctx, batch_size, skip):
+        return pretraining_dataset(shards, batch_size, 32, 5, input_context=ctx,
+                                   shuffle_buffer=shuffle_buffer).skip(skip)
+    return fn
+
+
+def test_overfits_a_small_sample(tmp_path):
+    small = write_pretraining_shards(str(tmp_path / "small"), num_files=1,
+                                     examples_per_file=16, seq_length=32, predictions=5)
+    trainer = _pretrainer(tmp_path / "run", batch_size=16, lr=2e-3, steps=150, warmup=10)
+    trainer.train(_dataset_fn(small), 150, save_checkpoints_steps=150, steps_per_loop=50,
+                  progress=False)
+    dataset = pretraining_dataset(small, 16, 32, 5, is_training=False)
+    metrics = trainer.evaluate(dataset)
+    assert metrics["masked_lm_accuracy"] >= 0.95, metrics
+    assert metrics["next_sentence_accuracy"] >= 0.95, metrics
+
+
+def test_gradient_accumulation_matches_one_big_batch(tmp_path, shards):
+    runs = []
+    for accumulation in (1, 4):
+        trainer = _pretrainer(tmp_path / f"acc{accumulation}", 16, accumulation=accumulation)
+        history = trainer.train(_dataset_fn(shards), 4, 100, progress=False)
+        runs.append([h["loss"] for h in history])
+    np.testing.assert_allclose(runs[0], runs[1], rtol=2e-5)
+
+
+def test_eval_results_use_googles_keys(tmp_path, shards):
+    trainer = _pretrainer(tmp_path, 16)
+    metrics = trainer.evaluate(pretraining_dataset(shards, 8, 32, 5, is_training=False),
+                               max_eval_steps=3)
+    write_eval_results(str(tmp_path / "eval_results.txt"), metrics)
+    keys = [l.split(" = ")[0] for l in (tmp_path / "eval_results.txt").read_text().splitlines()]
+    assert keys == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                    "next_sentence_accuracy", "next_sentence_loss"]
+    # An untrained model is near chance on both tasks.
+    assert abs(metrics["next_sentence_loss"] - np.log(2)) < 0.2
+    assert abs(metrics["masked_lm_loss"] - np.log(100)) < 0.5
+
+
+# -- the command line, in subprocesses ---------------------------------------------------
+
+def _cli(shards, config_file, output_dir, *extra, env=None, steps=6, popen=False):
+    cmd = [sys.executable, "-m", "bert_tf.run_pretraining", f"--input_file={shards}",
+           f"--output_dir={output_dir}", f"--bert_config_file={config_file}", "--do_train",
+           "--train_batch_size=16", "--max_seq_length=32", "--max_predictions_per_seq=5",
+           f"--num_train_steps={steps}", "--num_warmup_steps=2", "--learning_rate=1e-3",
+           "--save_checkpoints_steps=2", "--shuffle_buffer=1", *extra]
+    full_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, **(env or {}))
+    if popen:
+        return subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    result = subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def _losses(output_dir):
+    with open(os.path.join(output_dir, "train_log.jsonl")) as f:
+        rows = [json.loads(l) for l in f]
+    assert [r["step"] for r in rows] == list(range(1, len(rows) + 1))
+    return np.array([r["loss"] for r in rows])
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory, shards, config_file):
+    out = str(tmp_path_factory.mktemp("reference"))
+    _cli(shards, config_file, out, "--strategy=one_device")
+    return out
+
+
+@pytest.mark.slow
+def test_mirrored_strategy_matches_one_device(tmp_path, shards, config_file, reference_run):
+    _cli(shards, config_file, str(tmp_path), "--strategy=mirrored", "--cpu_devices=2")
+    np.testing.assert_allclose(_losses(str(tmp_path)), _losses(reference_run), rtol=1e-4)
+
+
+def _free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.mark.slow
+def test_multi_worker_matches_one_device(tmp_path, shards, config_file, reference_run):
+    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    procs = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": {"worker": workers},
+                                "task": {"type": "worker", "index": index}})
+        procs.append(_cli(shards, config_file, str(tmp_path), "--strategy=multi_worker",
+                          env={"TF_CONFIG": tf_config}, popen=True))
+    for p in procs:
+        out, _ = p.communicate(timeout=300)
+        assert p.returncode == 0, out[-3000:]
+    np.testing.assert_allclose(_losses(str(tmp_path)), _losses(reference_run), rtol=1e-4)
+    assert not any(n.startswith(".worker") for n in os.listdir(tmp_path))
+
+
+@pytest.mark.slow
+def test_kill_and_resume_gives_the_same_losses(tmp_path, shards, config_file,
+                                              reference_run):
+    out = str(tmp_path)
+    proc = _cli(shards, config_file, out, "--strategy=one_device", popen=True)
+    log = os.path.join(out, "train_log.jsonl")
+    deadline = time.time() + 240
+    # Kill -9 once step 3 is logged: after the checkpoint of step 2, mid-way to step 4.
+    while time.time() < deadline and proc.poll() is None:
+        if os.path.exists(log) and len(open(log).read().splitlines()) >= 3:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    result = _cli(shards, config_file, out, "--strategy=one_device")
+    assert "resumed from" in result.stdout
+    np.testing.assert_allclose(_losses(out), _losses(reference_run), rtol=1e-6)
+
+
+def test_non_finite_loss_stops_with_the_step(tmp_path, config_file):
+    bad = write_pretraining_shards(str(tmp_path / "bad"), num_files=1, examples_per_file=32,
+                                   seq_length=32, predictions=5)
+    # A shard whose masked-LM weights are NaN poisons the loss at the first step.
+    path = tf.io.gfile.glob(bad)[0]
+    records = list(tf.data.TFRecordDataset(path).as_numpy_iterator())
+    with tf.io.TFRecordWriter(path) as w:
+        for r in records:
+            ex = tf.train.Example.FromString(r)
+            ex.features.feature["masked_lm_weights"].float_list.value[:] = [float("nan")] * 5
+            w.write(ex.SerializeToString())
+    cmd = [sys.executable, "-m", "bert_tf.run_pretraining", f"--input_file={bad}",
+           f"--output_dir={tmp_path / 'run'}", f"--bert_config_file={config_file}",
+           "--do_train", "--train_batch_size=8", "--max_seq_length=32",
+           "--max_predictions_per_seq=5", "--num_train_steps=4", "--num_warmup_steps=0"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 1
+    assert "error: step 1: non-finite loss" in result.stderr
+    assert not tf.train.latest_checkpoint(str(tmp_path / "run"))
+
+
+def test_bad_flags_are_one_line_errors(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--input_file=x", f"--output_dir={tmp_path}", "--preset=tiny"])
+    assert "at least one of --do_train or --do_eval" in capsys.readouterr().err
+    from bert_tf.run_pretraining import main
+    code = main([f"--input_file={tmp_path}/none-*.tfrecord", f"--output_dir={tmp_path}",
+                 "--preset=tiny", "--do_train"])
+    assert code == 1
+    assert "--input_file: no file matches" in capsys.readouterr().err
