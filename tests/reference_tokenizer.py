@@ -19,6 +19,7 @@ tokenizer in `bert_tf/tokenization.py` must give the same ids on every input. Th
    continuation; if some position has no match, the whole word is one [UNK].
 """
 
+import functools
 import unicodedata
 
 CJK_RANGES = (
@@ -29,21 +30,26 @@ ASCII_PUNCT = frozenset(
     chr(c) for lo, hi in ((33, 47), (58, 64), (91, 96), (123, 126)) for c in range(lo, hi + 1))
 
 
+# The predicates are cached per character only to keep the corpus-wide parity test fast.
+@functools.lru_cache(maxsize=None)
 def is_cjk(ch):
     cp = ord(ch)
     return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
 
 
+@functools.lru_cache(maxsize=None)
 def is_dropped(ch):
     if ch in "\t\n\r":
         return False
     return ch in "\x00\ufffd" or unicodedata.category(ch) in ("Cc", "Cf")
 
 
+@functools.lru_cache(maxsize=None)
 def is_blank(ch):
     return ch in " \t\n\r" or unicodedata.category(ch) == "Zs"
 
 
+@functools.lru_cache(maxsize=None)
 def is_punct(ch):
     return ch in ASCII_PUNCT or unicodedata.category(ch)[0] == "P"
 
@@ -64,21 +70,30 @@ def basic_words(text, do_lower_case=True):
             cleaned.append(ch)
     words = []
     for chunk in "".join(cleaned).split():
-        if do_lower_case:
-            chunk = unicodedata.normalize("NFD", chunk.lower())
-            chunk = "".join(c for c in chunk if unicodedata.category(c) != "Mn")
-        current = ""
-        for ch in chunk:
-            if is_punct(ch):
-                if current:
-                    words.append(current)
-                    current = ""
-                words.append(ch)
-            else:
-                current += ch
-        if current:
-            words.append(current)
+        words.extend(chunk_words(chunk, do_lower_case))
     return words
+
+
+@functools.lru_cache(maxsize=1 << 20)
+def chunk_words(chunk, do_lower_case):
+    """One whitespace-delimited chunk -> tuple of its words (steps 5 and 6); cached because
+    a corpus repeats its chunks."""
+    if do_lower_case:
+        chunk = unicodedata.normalize("NFD", chunk.lower())
+        chunk = "".join(c for c in chunk if unicodedata.category(c) != "Mn")
+    words = []
+    current = ""
+    for ch in chunk:
+        if is_punct(ch):
+            if current:
+                words.append(current)
+                current = ""
+            words.append(ch)
+        else:
+            current += ch
+    if current:
+        words.append(current)
+    return tuple(words)
 
 
 def wordpieces(word, vocab, unk_token="[UNK]", max_chars_per_word=200):
@@ -111,11 +126,15 @@ class ReferenceTokenizer:
         self.do_lower_case = do_lower_case
         self.unk_token = unk_token
         self.max_chars_per_word = max_chars_per_word
+        self._memo = {}  # word -> pieces
 
     def tokenize(self, text):
         out = []
         for word in basic_words(text, self.do_lower_case):
-            out.extend(wordpieces(word, self.ids, self.unk_token, self.max_chars_per_word))
+            if word not in self._memo:
+                self._memo[word] = wordpieces(word, self.ids, self.unk_token,
+                                              self.max_chars_per_word)
+            out.extend(self._memo[word])
         return out
 
     def encode(self, text):

@@ -1,0 +1,111 @@
+"""build_vocab: reserved ids, full character coverage, size bounds, determinism, CLI errors."""
+
+import os
+
+import pytest
+import tensorflow as tf
+
+from bert_tf import build_vocab as bv
+from bert_tf.tokenization import BertTokenizer, load_vocab
+
+
+@pytest.fixture(scope="module")
+def corpus_counts(stdlib_corpus):
+    return bv.count_words([stdlib_corpus], do_lower_case=True, progress=False)
+
+
+@pytest.fixture(scope="module")
+def vocab_file(corpus_counts, tmp_path_factory):
+    vocab = bv.learn_wordpiece(corpus_counts, 8000, progress=False)
+    path = str(tmp_path_factory.mktemp("vocab") / "vocab.txt")
+    bv.write_vocab(vocab, path)
+    return path
+
+
+def test_reserved_tokens_first(vocab_file):
+    vocab = load_vocab(vocab_file)   # also: no duplicates, no blank lines, has [UNK]
+    assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokenizer = BertTokenizer(vocab_file)
+    assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id,
+            tokenizer.mask_id) == (0, 1, 2, 3, 4)
+
+
+def test_size_and_contents(vocab_file, corpus_counts):
+    vocab = load_vocab(vocab_file)
+    assert len(vocab) == 8000             # the stdlib corpus has enough pairs for 8000
+    chars = {ch for word in corpus_counts for ch in word}
+    assert 50 < len(chars) < 1000
+    assert chars <= set(vocab) and {"##" + c for c in chars} <= set(vocab)
+    # Frequent words are single pieces; learned tokens are lower-case (uncased corpus).
+    for word in ("the", "return", "function", "module", "##s", "##ing"):
+        assert word in vocab
+    assert not any(t.lower() != t for t in vocab[5:])
+
+
+def test_no_unk_on_training_corpus(vocab_file, stdlib_corpus, corpus_counts):
+    tokenizer = BertTokenizer(vocab_file)
+    with open(stdlib_corpus, "rb") as f:
+        lines = f.read().split(b"\n")
+    ids = tokenizer(tf.constant(lines)).flat_values
+    assert int(tf.reduce_sum(tf.cast(ids == tokenizer.unk_id, tf.int32))) == 0
+    # A vocabulary learned on this corpus needs few pieces per word on it (1.03 measured).
+    words = sum(corpus_counts.values())
+    assert words > 400000
+    assert words <= int(tf.size(ids)) < 1.1 * words
+
+
+def test_deterministic_and_bounded(corpus_counts):
+    sample = dict(sorted(corpus_counts.items())[:3000])
+    first = bv.learn_wordpiece(sample, 2000, progress=False)
+    assert first == bv.learn_wordpiece(dict(reversed(list(sample.items()))), 2000,
+                                       progress=False)
+    assert len(first) == 2000
+    # Without enough repeated pairs it stops early, below the requested size.
+    small = bv.learn_wordpiece({"alpha": 3, "beta": 1}, 1000, progress=False)
+    assert len(small) < 1000 and "alpha" in small and "beta" not in small
+    with pytest.raises(ValueError, match="vocab_size 20 is too small"):
+        bv.learn_wordpiece(sample, 20, progress=False)
+
+
+def test_learned_merges_pinned():
+    counts = {"low": 5, "lower": 2, "newest": 6, "widest": 3}
+    vocab = bv.learn_wordpiece(counts, 40, progress=False)
+    learned = vocab[5 + 2 * 10:]   # after reserved and 10 characters x 2
+    # Most frequent pair first: ##e+##s (9: newest, widest), ##es+##t (9); then the tie at
+    # 7 between l+##o and ##o+##w goes to the alphabetically first ('#' < 'l').
+    assert learned == ["##es", "##est", "##ow", "low", "##ew", "##ewest", "newest", "##dest",
+                       "##idest", "widest", "##er", "lower"]
+    assert len(vocab) == 37    # every pair left occurs once: below min_frequency 2
+
+
+def test_cased_keeps_capitals(tmp_path):
+    path = tmp_path / "cased.txt"
+    path.write_text("Hello World. Hello again, World!\n" * 5, encoding="utf-8")
+    vocab = bv.build_vocab([str(path)], 100, do_lower_case=False, progress=False)
+    assert "Hello" in vocab and "World" in vocab and "hello" not in vocab
+
+
+def test_cli_writes_file_and_reports_errors(tmp_path, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("The cat sat.\nThe cat ran.\n\nThe dog sat!\n" * 3, encoding="utf-8")
+    out = tmp_path / "sub" / "vocab.txt"
+    assert bv.main(["--input_file", str(text), "--output_file", str(out),
+                    "--vocab_size", "60", "--do_lower_case"]) == 0
+    vocab = load_vocab(str(out))
+    assert vocab[:5] == list(bv.RESERVED_TOKENS) and "the" in vocab and "cat" in vocab
+    assert os.listdir(out.parent) == ["vocab.txt"]          # no temporary file left
+
+    assert bv.main(["--input_file", str(tmp_path / "missing.txt"),
+                    "--output_file", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"error: input file not found: {tmp_path / 'missing.txt'}"
+
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    assert bv.main(["--input_file", str(empty), "--output_file", str(out)]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: input is empty")
+
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n \n\t\n", encoding="utf-8")
+    assert bv.main(["--input_file", str(blank), "--output_file", str(out)]) == 2
+    assert "no words in the input" in capsys.readouterr().err
