@@ -1,0 +1,136 @@
+"""Pretraining step throughput at BERT-base shape: bert_tf vs keras-hub vs HF torch.
+
+One optimizer step (forward, backward, AdamW update, clipping where the framework's
+standard loop does it) on random data, seq 128, 20 masked positions, CPU; fp32 and bf16.
+    ours:      bert_tf Pretrainer step (MLM + NSP), tf.function
+    keras-hub: BertMaskedLM.train_on_batch (MLM only: keras-hub has no NSP head)
+    HF torch:  BertForPreTraining (MLM + NSP), torch.optim.AdamW, clip_grad_norm_
+
+    python bench/pretraining.py --batch_size 8 --repeats 5
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+from bench.common import (command_line, machine, markdown_table, median_time,  # noqa: E402
+                          write_section)
+
+SEQ, PRED, VOCAB = 128, 20, 30522
+
+
+def random_batch(batch, seed=0):
+    rng = np.random.default_rng(seed)
+    return {
+        "token_ids": rng.integers(5, VOCAB, (batch, SEQ)).astype("int32"),
+        "segment_ids": np.repeat([[0] * (SEQ // 2) + [1] * (SEQ // 2)], batch, 0).astype("int32"),
+        "padding_mask": np.ones((batch, SEQ), "int32"),
+        "masked_lm_positions": np.sort(rng.choice(np.arange(1, SEQ), (batch, PRED)), 1)
+        .astype("int32"),
+        "masked_lm_ids": rng.integers(5, VOCAB, (batch, PRED)).astype("int32"),
+        "masked_lm_weights": np.ones((batch, PRED), "float32"),
+        "next_sentence_labels": rng.integers(0, 2, batch).astype("int32"),
+    }
+
+
+def ours(batch, dtype, repeats, tmp):
+    import keras
+    import tensorflow as tf
+
+    from bert_tf.config import BertConfig
+    from bert_tf.pretraining.model import BertPretrainer
+    from bert_tf.pretraining.optimization import create_optimizer
+    from bert_tf.pretraining.trainer import Pretrainer
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with strategy.scope():
+        model = BertPretrainer.from_config_object(
+            BertConfig.preset("base"), dtype="mixed_bfloat16" if dtype == "bf16" else None)
+        opt = create_optimizer("adamw", 1e-4, 1000, 100, model.trainable_variables)
+        opt.build(model.trainable_variables)
+    trainer = Pretrainer(strategy, model, opt, tmp, len(batch["token_ids"]))
+    iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
+    one = tf.constant(1)
+    return median_time(lambda: trainer._train_steps(iterator, one).numpy(), repeats)
+
+
+def keras_hub_mlm(batch, dtype, repeats):
+    import keras
+    import keras_hub
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=VOCAB, num_layers=12, num_heads=12, hidden_dim=768,
+        intermediate_dim=3072, max_sequence_length=512,
+        dtype="mixed_bfloat16" if dtype == "bf16" else "float32")
+    model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
+    model.compile(optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01,
+                                                   global_clipnorm=1.0),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  weighted_metrics=[])
+    x = {"token_ids": batch["token_ids"], "segment_ids": batch["segment_ids"],
+         "padding_mask": batch["padding_mask"], "mask_positions": batch["masked_lm_positions"]}
+    y, w = batch["masked_lm_ids"], batch["masked_lm_weights"]
+    return median_time(lambda: model.train_on_batch(x, y, sample_weight=w), repeats)
+
+
+def hf_torch(batch, dtype, repeats):
+    import torch
+    from transformers import BertConfig as HFConfig
+    from transformers import BertForPreTraining
+    torch.manual_seed(0)
+    model = BertForPreTraining(HFConfig())
+    if dtype == "bf16":
+        model = model.to(torch.bfloat16)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, eps=1e-6)
+    labels = torch.full((len(batch["token_ids"]), SEQ), -100, dtype=torch.long)
+    rows = torch.arange(len(batch["token_ids"]))[:, None]
+    labels[rows, torch.tensor(batch["masked_lm_positions"]).long()] = \
+        torch.tensor(batch["masked_lm_ids"]).long()
+    inputs = dict(input_ids=torch.tensor(batch["token_ids"]).long(),
+                  token_type_ids=torch.tensor(batch["segment_ids"]).long(),
+                  attention_mask=torch.tensor(batch["padding_mask"]).long(), labels=labels,
+                  next_sentence_label=torch.tensor(batch["next_sentence_labels"]).long())
+
+    def step():
+        opt.zero_grad()
+        model(**inputs).loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    return median_time(step, repeats)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--dtypes", default="fp32,bf16")
+    parser.add_argument("--no_write", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    import tempfile
+    batch = random_batch(args.batch_size)
+    rows = []
+    for dtype in args.dtypes.split(","):
+        with tempfile.TemporaryDirectory() as tmp:
+            t_ours = ours(batch, dtype, args.repeats, tmp)
+        t_hub = keras_hub_mlm(batch, dtype, args.repeats)
+        t_hf = hf_torch(batch, dtype, args.repeats)
+        b = args.batch_size
+        for name, t in (("bert_tf (MLM+NSP)", t_ours), ("keras-hub BertMaskedLM (MLM)", t_hub),
+                        ("HF torch BertForPreTraining (MLM+NSP)", t_hf)):
+            rows.append([dtype, name, f"{b / t:.2f}", f"{t_hf / t:.2f}x"])
+            print(rows[-1], flush=True)
+    table = markdown_table(["dtype", "implementation", "sequences/s", "vs HF torch"], rows)
+    body = (f"One training step (forward + backward + AdamW), BERT-base, seq {SEQ}, batch "
+            f"{args.batch_size}, {PRED} masked positions, random weights and data, median of "
+            f"{args.repeats} steps after one warm-up step, all in one process.\n\n"
+            f"Machine: {machine()}\n\nCommand: `{command_line()}`\n\n{table}\n")
+    print(body)
+    if not args.no_write:
+        write_section("Pretraining step", body)
+
+
+if __name__ == "__main__":
+    main()

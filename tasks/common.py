@@ -1,0 +1,139 @@
+"""What every fine-tuning task shares: flags, the encoder from any checkpoint, the
+optimizer, and a Keras `fit` loop with TensorBoard, best/last checkpoints and a strategy.
+
+A task module (glue.py, squad.py, ner.py, swag.py) supplies its reader, its Keras model
+(encoder + head), its loss/metrics and its post-processing; the rest is here.
+"""
+
+import argparse
+import math
+import os
+
+from bert_tf.run_pretraining import DTYPES, str2bool
+
+
+def add_common_flags(parser):
+    """google-research/bert's fine-tuning flags (run_classifier.py / run_squad.py names)."""
+    boolean = dict(type=str2bool, nargs="?", const=True, default=False)
+    f = parser.add_argument
+    f("--init_checkpoint", default=None,
+      help="pretrained weights: google TF1 (bert_model.ckpt), HF directory, or .keras; "
+           "omitted = random initialisation (for comparisons)")
+    f("--bert_config_file", default=None,
+      help="config JSON; default: the one beside --init_checkpoint")
+    f("--vocab_file", default=None, help="vocab.txt; default: the one beside --init_checkpoint")
+    f("--do_lower_case", type=str2bool, nargs="?", const=True, default=True)
+    f("--output_dir", required=True, help="checkpoints, logs, predictions, eval results")
+    f("--max_seq_length", type=int, default=128)
+    f("--do_train", **boolean)
+    f("--do_eval", **boolean)
+    f("--do_predict", **boolean)
+    f("--train_batch_size", type=int, default=32)
+    f("--eval_batch_size", type=int, default=8)
+    f("--predict_batch_size", type=int, default=8)
+    f("--learning_rate", type=float, default=5e-5)
+    f("--num_train_epochs", type=float, default=3.0)
+    f("--warmup_proportion", type=float, default=0.1)
+    f("--weight_decay", type=float, default=0.01)
+    f("--mixed_precision", default="float32", choices=tuple(DTYPES))
+    f("--strategy", default="auto",
+      choices=("auto", "one_device", "mirrored", "multi_worker", "tpu"))
+    f("--cpu_devices", type=int, default=0,
+      help="split the CPU into N logical devices (mirrored strategy without accelerators)")
+    f("--tpu", default=None)
+    f("--seed", type=int, default=12345)
+    return parser
+
+
+def resolve_paths(args):
+    """Fills --vocab_file / --bert_config_file from the checkpoint's directory; one clear
+    error when neither is found."""
+    base = None
+    if args.init_checkpoint:
+        base = args.init_checkpoint if os.path.isdir(args.init_checkpoint) else \
+            os.path.dirname(args.init_checkpoint)
+    if args.vocab_file is None and base and os.path.exists(os.path.join(base, "vocab.txt")):
+        args.vocab_file = os.path.join(base, "vocab.txt")
+    if args.vocab_file is None:
+        raise ValueError("--vocab_file is required (no vocab.txt beside --init_checkpoint)")
+    if args.bert_config_file is None and base:
+        for name in ("bert_config.json", "config.json"):
+            if os.path.exists(os.path.join(base, name)):
+                args.bert_config_file = os.path.join(base, name)
+                break
+    if args.bert_config_file is None and not args.init_checkpoint:
+        raise ValueError("--bert_config_file is required without --init_checkpoint")
+    return args
+
+
+def build_encoder(args):
+    """The encoder from --init_checkpoint (any format the converters read), or randomly
+    initialised from --bert_config_file. Call under the strategy's scope."""
+    import keras
+
+    from bert_tf.checkpoints import load_encoder
+    from bert_tf.config import BertConfig
+    from bert_tf.encoder import BertEncoder
+    keras.utils.set_random_seed(args.seed)
+    dtype = DTYPES[args.mixed_precision]
+    if args.init_checkpoint:
+        return load_encoder(args.init_checkpoint, bert_config_file=args.bert_config_file,
+                            dtype=dtype)
+    return BertEncoder.from_config_object(BertConfig.from_json_file(args.bert_config_file),
+                                          dtype=dtype)
+
+
+def create_strategy(args):
+    from bert_tf.pretraining.distribution import create_strategy as create
+    return create(args.strategy, tpu=args.tpu, cpu_devices=args.cpu_devices)
+
+
+def create_optimizer(args, num_train_examples, variables):
+    """AdamW, warmup over --warmup_proportion of the steps then linear decay, BERT's
+    weight-decay exclusions, gradients clipped to global norm 1.0 (google's value).
+    Returns (optimizer, num_train_steps)."""
+    from bert_tf.pretraining.optimization import create_optimizer as create
+    steps_per_epoch = max(1, num_train_examples // args.train_batch_size)
+    num_train_steps = max(1, int(math.ceil(steps_per_epoch * args.num_train_epochs)))
+    warmup = int(num_train_steps * args.warmup_proportion)
+    optimizer = create("adamw", args.learning_rate, num_train_steps, warmup, variables,
+                       weight_decay=args.weight_decay)
+    optimizer.global_clipnorm = 1.0
+    return optimizer, num_train_steps
+
+
+def fit(model, train_ds, eval_ds, args, num_train_steps, monitor, mode="max",
+        eval_steps=None):
+    """Keras fit with TensorBoard, a progress bar, and two checkpoints in output_dir:
+    `last.weights.h5` after every epoch and `best.weights.h5` for the best `monitor`
+    (a validation metric name such as "val_accuracy"; mode "max" or "min").
+    Returns the Keras History."""
+    import keras
+    steps_per_epoch = max(1, num_train_steps // max(1, int(math.ceil(args.num_train_epochs))))
+    epochs = max(1, int(math.ceil(num_train_steps / steps_per_epoch)))
+    callbacks = [
+        keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs")),
+        keras.callbacks.ModelCheckpoint(os.path.join(args.output_dir, "last.weights.h5"),
+                                        save_weights_only=True),
+    ]
+    if eval_ds is not None and monitor:
+        callbacks.append(keras.callbacks.ModelCheckpoint(
+            os.path.join(args.output_dir, "best.weights.h5"), monitor=monitor, mode=mode,
+            save_best_only=True, save_weights_only=True))
+    return model.fit(train_ds.repeat(), validation_data=eval_ds, epochs=epochs,
+                     steps_per_epoch=steps_per_epoch, validation_steps=eval_steps,
+                     callbacks=callbacks, verbose=2)
+
+
+def write_results(path, metrics):
+    """`key = value` lines, sorted (google's eval_results.txt), temp name then rename."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        for key in sorted(metrics):
+            f.write(f"{key} = {metrics[key]}\n")
+    os.replace(tmp, path)
+
+
+def parser(description):
+    return argparse.ArgumentParser(description=description,
+                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
