@@ -1,0 +1,98 @@
+"""Exports a model as a TF Serving SavedModel that takes raw text.
+
+    python -m export.saved_model --task embeddings --checkpoint_dir runs/quickstart/model/hf \\
+        --output_dir models/bert_embeddings
+
+writes models/bert_embeddings/<version>/ (version = 1 + the highest existing one), with the
+vocab as an asset, so the directory can be moved and served as is:
+
+    tensorflow_model_server --model_name=bert --model_base_path=$PWD/models/bert_embeddings
+
+Tasks: pretraining (fill_mask), embeddings. Every SavedModel has the signatures
+serving_default (strings), serve_tokenized and serve_examples; see docs/serving.md.
+"""
+
+import argparse
+import os
+import shutil
+import sys
+
+TASKS = ("pretraining", "embeddings")
+
+
+def next_version(output_dir):
+    """1 + the highest numeric subdirectory (TF Serving serves the highest)."""
+    versions = [int(d) for d in os.listdir(output_dir) if d.isdigit()] \
+        if os.path.isdir(output_dir) else []
+    return max(versions, default=0) + 1
+
+
+def find_vocab(checkpoint_dir, vocab_file=None):
+    if vocab_file:
+        return vocab_file
+    base = checkpoint_dir if os.path.isdir(checkpoint_dir) else os.path.dirname(checkpoint_dir)
+    path = os.path.join(base, "vocab.txt")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"--checkpoint_dir {checkpoint_dir}: no vocab.txt beside the "
+                                f"checkpoint; pass --vocab_file")
+    return path
+
+
+def build_module(task, checkpoint_dir, vocab_file, do_lower_case, max_seq_length,
+                 dtype="float32", top_k=5):
+    """The serving module of `task`, with weights from `checkpoint_dir`."""
+    from bert_tf.checkpoints import load_encoder, load_pretrainer
+    from bert_tf.tokenization import BertTokenizer
+    from export.serving import EmbeddingsModule, FillMaskModule
+    policy = "mixed_bfloat16" if dtype == "bfloat16" else "float32"
+    tokenizer = BertTokenizer(vocab_file, do_lower_case=do_lower_case)
+    if task == "pretraining":
+        model = load_pretrainer(checkpoint_dir, dtype=policy)
+        return FillMaskModule(model, tokenizer, max_seq_length, top_k=top_k)
+    if task == "embeddings":
+        model = load_encoder(checkpoint_dir, dtype=policy)
+        return EmbeddingsModule(model, tokenizer, max_seq_length)
+    raise ValueError(f"--task must be one of {TASKS}, got {task!r}")
+
+
+def export(module, output_dir):
+    """Saves `module` as output_dir/<next version>/ (temp name, then rename)."""
+    import tensorflow as tf
+    os.makedirs(output_dir, exist_ok=True)
+    version = next_version(output_dir)
+    final = os.path.join(output_dir, str(version))
+    tmp = os.path.join(output_dir, f".tmp-{version}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tf.saved_model.save(module, tmp, signatures=module.signatures())
+    os.replace(tmp, final)
+    return final
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m export.saved_model",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--task", required=True, choices=TASKS)
+    p.add_argument("--checkpoint_dir", required=True,
+                   help="weights: google TF1, HF directory or .keras (vocab.txt beside)")
+    p.add_argument("--output_dir", required=True, help="models/NAME; versions go below it")
+    p.add_argument("--vocab_file", default=None)
+    p.add_argument("--do_lower_case", default="true", choices=("true", "false"))
+    p.add_argument("--max_seq_length", type=int, default=128)
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    p.add_argument("--top_k", type=int, default=5, help="fill_mask: tokens per mask")
+    args = p.parse_args(argv)
+    try:
+        vocab = find_vocab(args.checkpoint_dir, args.vocab_file)
+        module = build_module(args.task, args.checkpoint_dir, vocab,
+                              args.do_lower_case == "true", args.max_seq_length, args.dtype,
+                              args.top_k)
+        path = export(module, args.output_dir)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"exported {args.task} to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Serving modules: raw strings in, named outputs out, tokenized in the graph.
+
+Each task's module is a `tf.Module` holding the tokenizer (vocab as an asset), the packer
+and the Keras model, with three signatures, as TF Serving users expect:
+
+    serving_default   tf.string text inputs        -> task outputs
+    serve_tokenized   token_ids, segment_ids, padding_mask (int32 [batch, seq]) -> outputs
+    serve_examples    serialized tf.Example with the text features -> task outputs
+
+Everything inside the signatures is TensorFlow / tensorflow_text ops, so the SavedModel
+loads in a process that imports nothing else (TF Serving links exactly those ops).
+"""
+
+import tensorflow as tf
+
+from bert_tf.packing import BertPacker
+
+TOKENIZED_SPEC = {name: tf.TensorSpec([None, None], tf.int32, name=name)
+                  for name in ("token_ids", "segment_ids", "padding_mask")}
+
+
+class ServingModule(tf.Module):
+    """Base class: subclasses set TEXT_INPUTS (names of the tf.string inputs, all [batch])
+    and implement `outputs_from_tokens(features)` and, if their text handling is not the
+    plain single/pair packing, `features_from_text(**texts)`."""
+
+    TEXT_INPUTS = ("text",)
+
+    def __init__(self, model, tokenizer, max_seq_length, name=None):
+        super().__init__(name=name)
+        self.model = model
+        self.tokenizer = tokenizer
+        self.packer = BertPacker.from_tokenizer(tokenizer, max_seq_length)
+        self.max_seq_length = tf.constant(max_seq_length, name="max_seq_length")
+
+    # -- text -> features --------------------------------------------------------------
+
+    def features_from_text(self, **texts):
+        """Single text or pair -> packed int32 [batch, max_seq_length] features."""
+        names = self.TEXT_INPUTS
+        segment_a = self.tokenizer(texts[names[0]])
+        segment_b = self.tokenizer(texts[names[1]]) if len(names) > 1 else None
+        if segment_b is not None:
+            tf.debugging.assert_equal(
+                tf.shape(texts[names[0]]), tf.shape(texts[names[1]]),
+                message=f"{names[0]} and {names[1]} must have the same batch size")
+        return self.packer(segment_a, segment_b)
+
+    def outputs_from_tokens(self, features):
+        raise NotImplementedError
+
+    # -- signatures ----------------------------------------------------------------------
+
+    def signatures(self):
+        text_spec = {n: tf.TensorSpec([None], tf.string, name=n) for n in self.TEXT_INPUTS}
+
+        @tf.function(input_signature=[text_spec])
+        def serve_text(texts):
+            return self.outputs_from_tokens(self.features_from_text(**texts))
+
+        @tf.function(input_signature=[TOKENIZED_SPEC])
+        def serve_tokenized(features):
+            return self.outputs_from_tokens(features)
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+        def serve_examples(serialized):
+            spec = {n: tf.io.FixedLenFeature([], tf.string) for n in self.TEXT_INPUTS}
+            parsed = tf.io.parse_example(serialized, spec)
+            return self.outputs_from_tokens(self.features_from_text(**parsed))
+
+        # Signatures take keyword tensors: unpack the dicts.
+        return {
+            "serving_default": _kwargs(serve_text, self.TEXT_INPUTS),
+            "serve_tokenized": _kwargs(serve_tokenized, tuple(TOKENIZED_SPEC)),
+            "serve_examples": serve_examples.get_concrete_function(),
+        }
+
+
+def _kwargs(fn, names):
+    """A concrete function of one dict argument -> a signature with one input per key."""
+    spec = fn.input_signature[0]
+
+    @tf.function(input_signature=[spec[n] for n in names])
+    def flat(*args):
+        return fn(dict(zip(names, args)))
+    return flat.get_concrete_function()
+
+
+def _float32(x):
+    return tf.cast(x, tf.float32)
+
+
+class EmbeddingsModule(ServingModule):
+    """text -> pooled_output [batch, H], sequence_output [batch, seq, H], mean_pooled
+    [batch, H] (average of the real tokens' vectors, [CLS]/[SEP] included)."""
+
+    def outputs_from_tokens(self, features):
+        out = self.model(features, training=False)
+        sequence = _float32(out["sequence_output"])                    # [batch, seq, H]
+        mask = tf.cast(features["padding_mask"], tf.float32)[:, :, None]
+        mean = tf.reduce_sum(sequence * mask, 1) / tf.maximum(tf.reduce_sum(mask, 1), 1.0)
+        return {"pooled_output": _float32(out["pooled_output"]),
+                "sequence_output": sequence, "mean_pooled": mean,
+                "padding_mask": features["padding_mask"]}
+
+
+class FillMaskModule(ServingModule):
+    """text containing [MASK] -> the top-k tokens and probabilities at each mask:
+    tokens [batch, max_masks, k] (tf.string), scores [batch, max_masks, k], positions
+    [batch, max_masks] (token index, -1 = no mask there), num_masks [batch].
+
+    The tokenizer would split the literal "[MASK]" into "[", "mask", "]" (google's
+    FullTokenizer does), so the text is split on it first and the mask id is put between
+    the tokenized pieces."""
+
+    def __init__(self, model, tokenizer, max_seq_length, top_k=5, max_masks=20, name=None):
+        super().__init__(model, tokenizer, max_seq_length, name=name)
+        self.top_k = top_k
+        self.max_masks = max_masks
+
+    def features_from_text(self, text):
+        pieces = tf.strings.split(text, sep="[MASK]")                  # [batch, (parts)]
+        ids = self.tokenizer(pieces.flat_values)                       # [parts, (tokens)]
+        # A [MASK] after every piece but the last of its text.
+        part_index = tf.range(tf.size(pieces.flat_values, out_type=tf.int64)) - \
+            tf.gather(pieces.row_splits, pieces.value_rowids())
+        is_last = part_index == tf.gather(pieces.row_lengths(), pieces.value_rowids()) - 1
+        mask = tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(tf.cast(~is_last, tf.int32))], self.tokenizer.mask_id),
+            tf.cast(~is_last, tf.int64))
+        ids = tf.concat([ids, mask], axis=1)                           # [parts, (tokens)]
+        ids = tf.RaggedTensor.from_row_splits(ids, pieces.row_splits).merge_dims(1, 2)
+        return self.packer(ids)                                        # [batch, seq]
+
+    def outputs_from_tokens(self, features):
+        token_ids = features["token_ids"]
+        is_mask = tf.equal(token_ids, self.tokenizer.mask_id)
+        # Mask positions, left-aligned and padded to max_masks (padding points at 0 and is
+        # reported as position -1).
+        where = tf.where(is_mask)                                      # [n, 2]
+        positions = tf.RaggedTensor.from_value_rowids(
+            tf.cast(where[:, 1], tf.int32), where[:, 0],
+            nrows=tf.shape(token_ids, out_type=tf.int64)[0])
+        positions = positions[:, :self.max_masks].to_tensor(
+            default_value=-1, shape=[None, self.max_masks])            # [batch, max_masks]
+        inputs = dict(features, masked_lm_positions=tf.maximum(positions, 0))
+        logits = self.model(inputs, training=False)["mlm_logits"]      # [batch, m, vocab]
+        probs = tf.nn.softmax(_float32(logits))
+        scores, ids = tf.math.top_k(probs, k=self.top_k)               # [batch, m, k]
+        valid = positions[:, :, None] >= 0
+        return {"tokens": tf.where(valid, self.tokenizer.id_to_token(ids), ""),
+                "token_ids": tf.where(valid, ids, -1),
+                "scores": tf.where(valid, scores, 0.0),
+                "positions": positions,
+                "num_masks": tf.reduce_sum(tf.cast(positions >= 0, tf.int32), 1)}
