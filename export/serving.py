@@ -28,10 +28,20 @@ class ServingModule(tf.Module):
 
     def __init__(self, model, tokenizer, max_seq_length, name=None):
         super().__init__(name=name)
-        self.model = model
+        # The Keras model is deliberately not an attribute tf.Module would track: the
+        # signatures capture the tf.Variables *behind* Keras 3's variable wrappers, and
+        # the session-based loader (TF Serving, saved_model_cli) restores only variables
+        # the object graph holds directly. So those tf.Variables are tracked, as a list
+        # (keras.export.ExportArchive does the same).
+        self._hidden = _Untracked(model)
+        self.model_variables = [v.value for v in model.variables]
         self.tokenizer = tokenizer
         self.packer = BertPacker.from_tokenizer(tokenizer, max_seq_length)
         self.max_seq_length = tf.constant(max_seq_length, name="max_seq_length")
+
+    @property
+    def model(self):
+        return self._hidden.value
 
     # -- text -> features --------------------------------------------------------------
 
@@ -74,6 +84,13 @@ class ServingModule(tf.Module):
             "serve_tokenized": _kwargs(serve_tokenized, tuple(TOKENIZED_SPEC)),
             "serve_examples": serve_examples.get_concrete_function(),
         }
+
+
+class _Untracked:
+    """A plain holder: tf.Module does not look inside it."""
+
+    def __init__(self, value):
+        self.value = value
 
 
 def _kwargs(fn, names):
