@@ -150,11 +150,11 @@ def run(args):
               f"--vocab_file={vocab}", f"--max_seq_length={args.max_seq_length}",
               f"--max_predictions_per_seq={args.max_predictions_per_seq}",
               f"--num_train_steps={args.num_train_steps}",
+              f"--num_warmup_steps={args.num_train_steps // 10}",
               f"--mixed_precision={args.mixed_precision}"]
     code = run_pretraining.main(common + [
         f"--input_file={path('train.tfrecord')}", "--do_train",
         f"--train_batch_size={args.train_batch_size}", f"--learning_rate={args.learning_rate}",
-        f"--num_warmup_steps={args.num_train_steps // 10}",
         f"--save_checkpoints_steps={max(args.num_train_steps // 5, 1)}",
         f"--steps_per_loop={args.steps_per_loop}"])
     if code:
@@ -216,12 +216,12 @@ def main(argv=None):
                         "documents) instead of the stdlib docstrings")
     p.add_argument("--vocab_size", type=int, default=8000)
     p.add_argument("--preset", default="tiny", help="model size (BertConfig preset)")
-    p.add_argument("--max_seq_length", type=int, default=128)
-    p.add_argument("--max_predictions_per_seq", type=int, default=20)
+    p.add_argument("--max_seq_length", type=int, default=64)
+    p.add_argument("--max_predictions_per_seq", type=int, default=10)
     p.add_argument("--dupe_factor", type=int, default=3)
-    p.add_argument("--train_batch_size", type=int, default=64)
+    p.add_argument("--train_batch_size", type=int, default=32)
     p.add_argument("--learning_rate", type=float, default=1e-3)
-    p.add_argument("--num_train_steps", type=int, default=1500)
+    p.add_argument("--num_train_steps", type=int, default=2000)
     p.add_argument("--steps_per_loop", type=int, default=50)
     p.add_argument("--mixed_precision", default="float32",
                    choices=("float32", "bfloat16", "float16"))

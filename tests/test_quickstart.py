@@ -1,0 +1,49 @@
+import json
+import os
+
+import pytest
+
+from bert_tf import quickstart
+
+
+@pytest.mark.slow
+def test_quickstart_runs_every_stage_and_resumes(stdlib_corpus, tmp_path, capsys):
+    # A 300 KB slice of the default corpus, cut at a document boundary.
+    text = open(stdlib_corpus, encoding="utf-8").read()
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(text[:text.index("\n\n", 300_000) + 2], encoding="utf-8")
+    work = tmp_path / "work"
+    args = ["--work_dir", str(work), "--corpus", str(corpus), "--vocab_size", "2000",
+            "--num_train_steps", "30", "--steps_per_loop", "10", "--dupe_factor", "1"]
+    assert quickstart.main(args) == 0
+    results = json.loads((work / "quickstart_results.json").read_text())
+    assert 0.0 <= results["heldout_masked_lm_accuracy"] <= 1.0
+    assert 0.0 < results["unigram_baseline_accuracy"] < 0.5
+    out = capsys.readouterr().out
+    assert out.count("    -> ") == len(quickstart.SENTENCES)
+    for name in ("vocab.txt", "train.tfrecord", "heldout.tfrecord", "model/google",
+                 "model/hf", "model/eval_results.txt"):
+        assert os.path.exists(work / name), name
+    # A second run finds every stage done: same results, no retraining.
+    before = (work / "model" / "train_log.jsonl").read_text()
+    assert quickstart.main(args) == 0
+    assert (work / "model" / "train_log.jsonl").read_text() == before
+
+
+def test_fill_mask_puts_the_mask_id_between_pieces(minilm_dir):
+    from bert_tf.tokenization import BertTokenizer
+    tokenizer = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"))
+    seen = {}
+
+    def model(inputs):
+        import numpy as np
+        seen.update(inputs)
+        n = inputs["masked_lm_positions"].shape[1]
+        logits = np.zeros((1, n, tokenizer.vocab_size), "float32")
+        logits[0, :, 7592] = 10.0  # "hello"
+        return {"mlm_logits": logits}
+
+    (_, guesses), = quickstart.fill_mask(model, tokenizer, ["a [MASK] b [MASK]"], top_k=2)
+    assert seen["token_ids"].tolist() == [[101, 1037, 103, 1038, 103, 102]]
+    assert seen["masked_lm_positions"].tolist() == [[2, 4]]
+    assert [g[0][0] for g in guesses] == ["hello", "hello"]
