@@ -1,0 +1,487 @@
+"""Writes masked-LM + next-sentence pretraining examples as TFRecord shards.
+
+    python -m bert_tf.create_pretraining_data --input_file='corpus/*.txt' \\
+        --output_file=shards/train --num_shards=16 --vocab_file=vocab.txt \\
+        --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=10
+
+google-research/bert's create_pretraining_data.py with the same flags, defaults, algorithm
+and output features (shards from either train with either), but streaming: memory stays
+flat whatever the corpus size, all cores work, the output is the same for a given seed
+whatever --num_workers is, and a killed run picks up where it stopped with byte-identical
+shards. docs/pretraining_data.md has the details; bert_tf/pretraining_data/ the algorithm.
+
+Input (--input_format): `lines` (google's: one sentence per line, a blank line between
+documents), `paragraphs` (a blank line between documents, sentences found by punctuation),
+`jsonl` (one JSON object per line, a document; its --jsonl_field text is split into
+sentences).
+"""
+
+import argparse
+import collections
+import glob
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+
+# This module runs in the main process and (re-imported) in spawned workers. Neither may
+# import TensorFlow (pretraining_data/tokenizer.py says why); the main process does not
+# even import numpy: it only reads, dispatches and writes, and stays small.
+from bert_tf.pretraining_data import inputs
+from bert_tf.pretraining_data.pool import WorkerError
+
+PROG = "python -m bert_tf.create_pretraining_data"
+
+
+class InputError(ValueError):
+    """Bad flags or input: reported as one line, exit status 1."""
+
+
+def str2bool(value):
+    """absl-style booleans: --do_lower_case, --do_lower_case=true, --do_lower_case=False."""
+    if isinstance(value, bool):
+        return value
+    if value.lower() in ("1", "true", "yes", "y"):
+        return True
+    if value.lower() in ("0", "false", "no", "n"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def default_workers():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    flag = lambda name, **kw: p.add_argument(f"--{name}", **kw)  # noqa: E731
+    boolean = dict(type=str2bool, nargs="?", const=True, metavar="BOOL")
+    # google-research/bert's flags, same names and defaults.
+    flag("input_file", required=True, help="input text: comma-separated globs")
+    flag("output_file", required=True,
+         help="output TFRecord file, or comma-separated files (one shard each), or with "
+              "--num_shards N a prefix: PREFIX-00000-of-0000N ...")
+    flag("vocab_file", required=True, help="WordPiece vocabulary of the model")
+    flag("do_lower_case", default=True, help="lower-case and strip accents (uncased models)",
+         **boolean)
+    flag("do_whole_word_mask", default=False,
+         help="mask whole words (80/10/10 drawn once per word)", **boolean)
+    flag("max_seq_length", type=int, default=128)
+    flag("max_predictions_per_seq", type=int, default=20)
+    flag("random_seed", type=int, default=12345)
+    flag("dupe_factor", type=int, default=10,
+         help="passes over the corpus, each with different masks")
+    flag("masked_lm_prob", type=float, default=0.15)
+    flag("short_seq_prob", type=float, default=0.1,
+         help="probability of a shorter random target length")
+    # Ours.
+    flag("num_shards", type=int, default=None,
+         help="shards to write with a single --output_file prefix (default: 1)")
+    flag("num_workers", type=int, default=default_workers(),
+         help="worker processes (1: all work in this process); output does not depend on it")
+    flag("max_ngram_size", type=int, default=1,
+         help="mask spans of up to N words (or pieces), P(n) ~ 1/n; 1: no n-grams")
+    flag("gzip", default=False, help="gzip the shards (read with compression_type='GZIP')",
+         **boolean)
+    flag("input_format", default="lines", choices=inputs.INPUT_FORMATS)
+    flag("jsonl_field", default="text", help="text field of --input_format jsonl")
+    flag("block_size_kb", type=int, default=512,
+         help="text per block: the window random next sentences are drawn from and the "
+              "unit of parallel work (changing it changes the output)")
+    flag("quiet", default=False, help="no progress bar", **boolean)
+    return p.parse_args(argv)
+
+
+# ------------------------------------------------------------------------------ checks
+
+def check_args(args):
+    """Raises InputError (one line) on flags the algorithm cannot run with."""
+    rules = [
+        (args.max_seq_length >= 5, "--max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP])"),
+        (args.max_predictions_per_seq >= 1, "--max_predictions_per_seq must be >= 1"),
+        (0.0 < args.masked_lm_prob <= 1.0, "--masked_lm_prob must be in (0, 1]"),
+        (0.0 <= args.short_seq_prob <= 1.0, "--short_seq_prob must be in [0, 1]"),
+        (args.dupe_factor >= 1, "--dupe_factor must be >= 1"),
+        (args.num_workers >= 1, "--num_workers must be >= 1"),
+        (args.max_ngram_size >= 1, "--max_ngram_size must be >= 1"),
+        (args.block_size_kb >= 1, "--block_size_kb must be >= 1"),
+        (args.num_shards is None or args.num_shards >= 1, "--num_shards must be >= 1"),
+    ]
+    for ok, message in rules:
+        if not ok:
+            raise InputError(message)
+
+
+def expand_inputs(patterns):
+    """Comma-separated globs -> files (sorted within each glob, globs in order)."""
+    files = []
+    for pattern in (p for p in patterns.split(",") if p):
+        matched = sorted(glob.glob(pattern))
+        if not matched:
+            raise InputError(f"--input_file: no file matches {pattern!r}")
+        for path in matched:
+            if not os.path.isfile(path):
+                raise InputError(f"--input_file: {path} is not a file")
+            if path not in files:
+                files.append(path)
+    if not files:
+        raise InputError("--input_file is empty")
+    return files
+
+
+def shard_paths(output_file, num_shards):
+    """--output_file (+ --num_shards) -> (shard paths, summary JSON path)."""
+    outputs = [p for p in output_file.split(",") if p]
+    if not outputs:
+        raise InputError("--output_file is empty")
+    if len(outputs) > 1:
+        if num_shards not in (None, len(outputs)):
+            raise InputError(f"--num_shards={num_shards} but --output_file names "
+                             f"{len(outputs)} files")
+        if len(set(outputs)) != len(outputs):
+            raise InputError("--output_file names a file twice")
+        return outputs, outputs[0] + ".summary.json"
+    n = num_shards or 1
+    if n == 1:
+        return outputs, outputs[0] + ".summary.json"
+    return [f"{outputs[0]}-{i:05d}-of-{n:05d}" for i in range(n)], \
+        outputs[0] + ".summary.json"
+
+
+def file_sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+# ------------------------------------------------------------------------------ summary
+
+def summarize(counts, shards, config, seconds, complete, skipped, examples_this_run):
+    """The summary: additive counts, the shares derived from them, and per-shard counts
+    (also what a rerun reads to skip complete shards)."""
+    c = collections.Counter(counts)
+
+    def share(a, b):
+        return round(c[a] / c[b], 6) if c[b] else None
+
+    summary = {
+        "complete": complete,
+        "examples": c["examples"],
+        "documents": c["documents"],
+        "sentences": c["sentences"],
+        "input_tokens": c["input_tokens"],
+        "example_tokens": c["example_tokens"],
+        "masked_fraction": share("masked", "example_tokens"),
+        "masked_as_mask_share": share("masked_as_mask", "masked"),
+        "masked_as_random_share": share("masked_as_random", "masked"),
+        "masked_unchanged_share": share("masked_unchanged", "masked"),
+        "random_next_share": share("random_next", "examples"),
+        "short_target_share": share("short_target_examples", "examples"),
+        "short_target_pass_share": share("short_target_passes", "document_passes"),
+        "padded_share": share("padded_examples", "examples"),
+        "truncated_share": share("truncated_examples", "examples"),
+        "seconds": round(seconds, 3),
+        "examples_this_run": examples_this_run,
+        "examples_per_second": round(examples_this_run / seconds, 1) if seconds else None,
+        "skipped_shards": skipped,
+        "counts": dict(sorted(c.items())),
+        "shards": shards,
+        "config": config,
+    }
+    return summary
+
+
+def write_json(path, obj):
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def read_previous(summary_path, shards, config):
+    """Shards a previous run with the same config completed: path -> its summary entry."""
+    try:
+        with open(summary_path, encoding="utf-8") as f:
+            previous = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    if previous.get("config") != config:
+        return {}
+    by_abspath = {os.path.abspath(p): p for p in shards}
+    done = {}
+    for entry in previous.get("shards", []):
+        path = by_abspath.get(os.path.abspath(str(entry.get("path"))))
+        if path and os.path.isfile(path) and os.path.getsize(path) == entry.get("bytes"):
+            done[path] = dict(entry, path=path)
+    return done
+
+
+def remove_temporaries(path):
+    for tmp in glob.glob(glob.escape(path) + ".tmp*"):
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+
+
+# ------------------------------------------------------------------------------ run
+
+class _Progress:
+    """tqdm bar over input bytes with documents/s and examples/s."""
+
+    def __init__(self, total, disable):
+        from tqdm import tqdm
+        self.start = time.time()
+        self.bar = tqdm(total=total, unit="B", unit_scale=True, disable=disable,
+                        desc="create_pretraining_data", mininterval=0.5, file=sys.stderr)
+        self.docs = self.examples = 0
+
+    def update(self, nbytes, stats=None):
+        if stats:
+            self.docs += stats.get("documents", 0)
+            self.examples += stats.get("examples", 0)
+        elapsed = max(time.time() - self.start, 1e-9)
+        self.bar.set_postfix_str(f"{self.docs / elapsed:,.0f} docs/s, "
+                                 f"{self.examples / elapsed:,.0f} examples/s", refresh=False)
+        self.bar.update(nbytes)
+
+    def close(self):
+        self.bar.close()
+
+
+class ShardWriter:
+    """Appends finished blocks to their shards in input order; a shard is written as
+    NAME.tmp and renamed when its last block is in, then the summary JSON is rewritten
+    (it lists the complete shards: a rerun keeps them)."""
+
+    def __init__(self, shards, done, summary_path, config, total_bytes, quiet):
+        self.shards, self.done = shards, done
+        self.summary_path, self.config = summary_path, config
+        self.entries = dict(done)     # path -> {"path", "bytes", "examples", "counts"}
+        self.cursor = -1              # the shard being written
+        self.file = None
+        self.counts = collections.Counter()     # of the shard being written
+        self.this_run = collections.Counter()
+        self.start = time.time()
+        self.progress = _Progress(total_bytes, disable=quiet)
+
+    def skip(self, block):
+        self.progress.update(block.length)
+
+    def add(self, block, shard, part, stats):
+        """Appends a block's part file (then deletes it) to its shard."""
+        self._advance_to(shard)
+        if self.file is None:
+            self.file = open(f"{self.shards[shard]}.tmp", "wb")
+        with open(part, "rb") as src:
+            shutil.copyfileobj(src, self.file, 1 << 20)
+        os.remove(part)
+        stats = collections.Counter(stats)
+        stats["input_bytes"] += block.length
+        stats["documents_split"] += block.documents_split
+        stats["lines_cut"] += block.lines_cut
+        self.counts.update(stats)
+        self.this_run.update(stats)
+        self.progress.update(block.length, stats)
+
+    def finish(self):
+        """Closes the last shards (empty ones included); returns the final summary."""
+        self._advance_to(len(self.shards))
+        self.progress.close()
+        return self.write_summary(complete=True)
+
+    def close(self):
+        self.progress.close()
+        if self.file is not None:
+            self.file.close()
+
+    def write_summary(self, complete):
+        counts = collections.Counter()
+        for entry in self.entries.values():
+            counts.update(entry["counts"])
+        ordered = [self.entries[p] for p in self.shards if p in self.entries]
+        summary = summarize(counts, ordered, self.config, time.time() - self.start,
+                            complete, len(self.done), self.this_run["examples"])
+        write_json(self.summary_path, summary)
+        return summary
+
+    def _advance_to(self, shard):
+        """Closes the current shard and any empty ones before `shard`."""
+        while self.cursor < shard:
+            self._close_shard()
+            self.cursor += 1
+
+    def _close_shard(self):
+        if self.cursor < 0 or self.shards[self.cursor] in self.done:
+            return
+        path = self.shards[self.cursor]
+        f = self.file if self.file is not None else open(f"{path}.tmp", "wb")
+        f.flush()
+        os.fsync(f.fileno())
+        f.close()
+        os.replace(f"{path}.tmp", path)
+        self.entries[path] = {"path": path, "bytes": os.path.getsize(path),
+                              "examples": self.counts["examples"], "counts": dict(self.counts)}
+        self.file, self.counts = None, collections.Counter()
+        self.write_summary(complete=False)
+
+
+def make_config(args, files, sizes, settings, vocab, shards):
+    """Everything the bytes of the shards depend on: a rerun with the same config keeps
+    the shards a previous run completed."""
+    return {
+        "settings": {k: v for k, v in settings.__dict__.items() if k != "vocab_file"},
+        "vocab": {"path": settings.vocab_file, "sha256": file_sha256(args.vocab_file),
+                  "size": len(vocab)},
+        "inputs": [{"path": os.path.abspath(p), "bytes": s,
+                    "mtime_ns": os.stat(p).st_mtime_ns} for p, s in zip(files, sizes)],
+        "block_size_kb": args.block_size_kb,
+        "shards": [os.path.abspath(p) for p in shards],
+    }
+
+
+def run(args):
+    """Does the work; returns the summary dict. Raises InputError on bad input."""
+    check_args(args)
+    files = expand_inputs(args.input_file)
+    sizes = [os.path.getsize(p) for p in files]
+    if sum(sizes) == 0:
+        raise InputError(f"--input_file: {', '.join(files)}: no text (empty)")
+    try:
+        vocab = inputs.load_vocab(args.vocab_file)   # fails here, before any work, if bad
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    shards, summary_path = shard_paths(args.output_file, args.num_shards)
+    for path in shards + [summary_path]:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    settings = inputs.Settings(
+        vocab_file=os.path.abspath(args.vocab_file), do_lower_case=args.do_lower_case,
+        do_whole_word_mask=args.do_whole_word_mask, max_seq_length=args.max_seq_length,
+        max_predictions_per_seq=args.max_predictions_per_seq, random_seed=args.random_seed,
+        dupe_factor=args.dupe_factor, masked_lm_prob=args.masked_lm_prob,
+        short_seq_prob=args.short_seq_prob, max_ngram_size=args.max_ngram_size,
+        input_format=args.input_format, jsonl_field=args.jsonl_field, gzip=args.gzip)
+    config = make_config(args, files, sizes, settings, vocab, shards)
+    done = read_previous(summary_path, shards, config)
+    for path in shards:
+        if path not in done:
+            remove_temporaries(path)
+    total = inputs.stream_size(files, sizes)
+    n_shards = len(shards)
+
+    def shard_of(offset):
+        # Shards are contiguous ranges of blocks, by position in the input: known before
+        # the blocks are read, the same for every run.
+        return min(n_shards - 1, offset * n_shards // total)
+
+    pool = None
+    if args.num_workers > 1 and len(done) < n_shards:
+        # Started first: the workers import numpy while this process finds the blocks.
+        from bert_tf.pretraining_data.pool import WorkerPool
+        pool = WorkerPool(args.num_workers - 1, settings)
+    writer = ShardWriter(shards, done, summary_path, config, total, args.quiet)
+    # Blocks in input order: [block, shard, part path, counts or None while running].
+    # Parts go to their shard strictly in this order, whichever finishes first.
+    waiting = collections.deque()
+    by_index = {}
+
+    def collect(wait):
+        if pool is not None and pool.busy():
+            for index, stats in pool.results(None if wait else 0):
+                by_index.pop(index)[3] = stats
+        while waiting and waiting[0][3] is not None:
+            writer.add(*waiting.popleft())
+
+    # --num_workers N: this process and N - 1 worker processes share the blocks. This one
+    # takes a block whenever the workers' queues are full, so no process sits idle just
+    # dispatching (and the tree holds one interpreter less).
+    try:
+        for block in inputs.iter_blocks(files, args.block_size_kb * 1024, args.input_format):
+            shard = shard_of(block.offset)
+            if shards[shard] in done:
+                writer.skip(block)
+                continue
+            # Bounded: at most a few blocks ahead of the oldest unfinished one, so part
+            # files on disk stay few whatever the input size.
+            while len(waiting) >= 3 * args.num_workers:
+                collect(wait=True)
+            part = f"{shards[shard]}.tmp-part{block.index:07d}"
+            entry = [block, shard, part, None]
+            waiting.append(entry)
+            job = (block.index, block.segments, part)
+            if pool is not None and pool.has_room():
+                by_index[block.index] = entry
+                pool.submit(job)
+            else:
+                from bert_tf.pretraining_data import worker   # numpy: only when working here
+                entry[3] = worker.run_job(settings, job)
+            collect(wait=False)
+        while waiting:
+            collect(wait=True)
+        if pool is not None:
+            pool.close()
+            pool = None
+        summary = writer.finish()
+    finally:
+        writer.close()
+        if pool is not None:
+            pool.close(kill=True)
+    if summary["examples"] == 0:
+        for path in shards + [summary_path]:
+            if os.path.exists(path):
+                os.remove(path)
+        raise InputError(f"--input_file: no examples: no document in "
+                         f"{', '.join(files)} has a token")
+    return summary
+
+
+def print_summary(summary, summary_path, out=sys.stdout):
+    c = summary["counts"]
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}%"  # noqa: E731
+    kept = summary["skipped_shards"]
+    lines = [
+        f"wrote {summary['examples_this_run']:,} examples in {summary['seconds']:.1f} s "
+        f"({summary['examples_per_second'] or 0:,.0f} examples/s); "
+        f"{summary['examples']:,} examples in {len(summary['shards'])} shard(s)"
+        + (f", {kept} of them complete from a previous run and kept" if kept else ""),
+        f"documents {summary['documents']:,} ({c.get('one_sentence_documents', 0):,} of one "
+        f"sentence, {c.get('documents_without_tokens', 0):,} without tokens), sentences "
+        f"{summary['sentences']:,}, input tokens {summary['input_tokens']:,}",
+        f"example tokens {summary['example_tokens']:,}, masked {pct(summary['masked_fraction'])}"
+        f" ({pct(summary['masked_as_mask_share'])} [MASK], "
+        f"{pct(summary['masked_as_random_share'])} random, "
+        f"{pct(summary['masked_unchanged_share'])} unchanged)",
+        f"random next {pct(summary['random_next_share'])}, short target "
+        f"{pct(summary['short_target_share'])} of examples, padded "
+        f"{pct(summary['padded_share'])}, truncated {pct(summary['truncated_share'])}",
+    ]
+    problems = {k: c[k] for k in ("invalid_utf8_bytes", "lines_cut", "documents_split",
+                                  "malformed_json_lines", "json_lines_without_field",
+                                  "random_next_same_document") if c.get(k)}
+    if problems:
+        lines.append("input problems (handled): " + ", ".join(f"{k} {v:,}"
+                                                               for k, v in problems.items()))
+    lines.append(f"summary: {summary_path}")
+    print("\n".join(lines), file=out)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        summary = run(args)
+    except (InputError, OSError, WorkerError) as e:
+        message = e if isinstance(e, InputError) else f"{e.filename or ''}: {e.strerror or e}"
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        return 1
+    print_summary(summary, shard_paths(args.output_file, args.num_shards)[1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""Reading the input: flags shared with the workers, the vocabulary check, blocks, documents.
+
+No numpy and no TensorFlow here: the main process only reads, dispatches and writes, and
+stays small (the memory budget is the whole process tree; see docs/pretraining_data.md).
+
+Blocks are the unit of streaming, of parallel work and of randomness. The input (all
+files, in order, as one byte stream with a document break between files) is cut into
+blocks of about `block_bytes` at document boundaries. Where a block is cut depends only on
+the input, and block k draws from its own random generators, seeded with (random_seed, k);
+so the output is the same whatever the number of worker processes, and a block can be
+redone alone. Random next sentences come from the block's own documents: that window, not
+the corpus, is what must be in memory.
+"""
+
+import collections
+import dataclasses
+import json
+import re
+
+UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN = "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+
+INPUT_FORMATS = ("lines", "paragraphs", "jsonl")
+# A block is cut at a document boundary after block_bytes; when none comes before
+# CAP_FACTOR * block_bytes, at the last line end before that (the document continues in
+# the next block, counted as `documents_split`), and without any line end, inside the line
+# (`lines_cut`): memory stays bounded on any input.
+CAP_FACTOR = 4
+# A blank line: only ASCII whitespace between two newlines (google's test is
+# line.strip() == "", which also strips Unicode spaces; such a line is still found by
+# the worker, it just cannot end a block).
+_BLANK_LINE = re.compile(rb"\n[ \t\r\f\v]*\n")
+# Sentence ends for --input_format paragraphs/jsonl: . ! ? (optionally closed by a quote
+# or bracket) followed by space and a capital, digit, quote or bracket; or a CJK full stop.
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])|(?<=[.!?][\"')\]])\s+(?=[\"'(\[A-Z0-9])"
+    r"|(?<=[。！？])\s*")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything a worker needs besides the block (all of it decides the output)."""
+    vocab_file: str
+    do_lower_case: bool = True
+    do_whole_word_mask: bool = False
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    random_seed: int = 12345
+    dupe_factor: int = 10
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    max_ngram_size: int = 1
+    input_format: str = "lines"
+    jsonl_field: str = "text"
+    gzip: bool = False
+
+
+# ------------------------------------------------------------------------------ vocab
+
+def load_vocab(vocab_file):
+    """Reads a WordPiece vocabulary (one token per line, id = line number, lines stripped as
+    google's loader does) -> list of tokens.
+
+    The same checks as `bert_tf.tokenization.load_vocab` (which needs TensorFlow), plus the
+    special tokens the pretraining data needs. Raises ValueError with one line naming the
+    file: missing, not UTF-8, empty, a blank line, a repeated token, or no [UNK], [CLS],
+    [SEP] or [MASK].
+    """
+    try:
+        with open(vocab_file, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise ValueError(f"--vocab_file: cannot read {vocab_file}: {e.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"--vocab_file: {vocab_file} is not UTF-8 ({e.reason} at byte "
+                         f"{e.start})") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()   # the newline that ends the last line
+    tokens = [line.strip() for line in lines]
+    if not tokens:
+        raise ValueError(f"--vocab_file: {vocab_file} is empty")
+    seen = {}
+    for i, token in enumerate(tokens):
+        if not token:
+            raise ValueError(f"--vocab_file: {vocab_file} line {i + 1} is blank")
+        if token in seen:
+            raise ValueError(f"--vocab_file: {vocab_file} has {token!r} twice (lines "
+                             f"{seen[token] + 1} and {i + 1})")
+        seen[token] = i
+    missing = [t for t in (UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN) if t not in seen]
+    if missing:
+        raise ValueError(f"--vocab_file: {vocab_file} lacks {', '.join(missing)}")
+    return tokens
+
+
+
+# ------------------------------------------------------------------------------ blocks
+
+# segments: ((path, start, length), ...) of the input files; path None stands for the
+# document break between two files (SEPARATOR).
+Block = collections.namedtuple(
+    "Block", "index offset length segments documents_split lines_cut")
+SEPARATOR = b"\n\n"
+
+
+def iter_blocks(paths, block_bytes, input_format="lines", read_size=1 << 18):
+    """Yields Blocks: where each block lies in the input (index, offset in the stream,
+    length, file segments) and how it ends (documents_split, lines_cut: 0 or 1).
+
+    The stream is the files in order with SEPARATOR after each (a file ends its last
+    document, and its last JSON line). The main process only finds the cuts; a worker
+    reads the block's bytes itself (read_block), so block data never goes through a pipe.
+    A block is at most CAP_FACTOR * block_bytes; memory: that plus read_size bytes.
+    """
+    cap = CAP_FACTOR * block_bytes
+    buf = bytearray()
+    pieces = collections.deque()   # [path, file offset, length] of the bytes in buf
+    offset = 0
+    index = 0
+
+    def cut(final):
+        """(end, documents_split, lines_cut) of the next block in buf; None: read more."""
+        if input_format == "jsonl":
+            at = buf.find(b"\n", block_bytes - 1, cap)
+            if at >= 0:
+                return at + 1, 0, 0
+        else:
+            m = _BLANK_LINE.search(buf, max(block_bytes - 1, 0), cap)
+            if m:
+                return m.end(), 0, 0
+        if final:
+            return len(buf), 0, 0
+        if len(buf) < cap:
+            return None
+        if input_format != "jsonl":
+            at = buf.rfind(b"\n\n", 0, cap)     # a document boundary before block_bytes
+            if at >= 0:
+                return at + 2, 0, 0
+        at = buf.rfind(b"\n", 0, cap)
+        if at >= 0:
+            return at + 1, 1, 0
+        at = cap
+        while at > 0 and 0x80 <= buf[at] < 0xC0:   # not inside a UTF-8 character
+            at -= 1
+        return at, 0, 1
+
+    def take(n):
+        """The file segments of the first n bytes of buf (consumed from `pieces`)."""
+        segments = []
+        while n:
+            piece = pieces[0]
+            k = min(n, piece[2])
+            segments.append((piece[0], piece[1], k))
+            piece[1] += k
+            piece[2] -= k
+            n -= k
+            if piece[2] == 0:
+                pieces.popleft()
+        return tuple(segments)
+
+    def stream():
+        for path in paths:
+            with open(path, "rb") as f:
+                at = 0
+                while True:
+                    data = f.read(read_size)
+                    if not data:
+                        break
+                    yield path, at, data
+                    at += len(data)
+            yield None, 0, SEPARATOR
+
+    chunks = stream()
+    final = False
+    while True:
+        while not final and len(buf) < cap:
+            item = next(chunks, None)
+            if item is None:
+                final = True
+            else:
+                path, at, data = item
+                buf += data
+                pieces.append([path, at, len(data)])
+        while buf:
+            decision = cut(final)
+            if decision is None:
+                break
+            end, split, line_cut = decision
+            yield Block(index, offset, end, take(end), split, line_cut)
+            index += 1
+            offset += end
+            del buf[:end]
+            if not final and len(buf) < cap:
+                break
+        if final and not buf:
+            return
+
+
+def read_block(segments):
+    """The bytes of a block, from its file segments."""
+    parts = []
+    for path, start, length in segments:
+        if path is None:
+            parts.append(SEPARATOR[:length])
+            continue
+        with open(path, "rb") as f:
+            f.seek(start)
+            data = f.read(length)
+        if len(data) != length:
+            raise OSError(f"{path} changed while being read (expected {length} bytes at "
+                          f"{start}, got {len(data)})")
+        parts.append(data)
+    return b"".join(parts)
+
+
+def stream_size(paths, sizes):
+    """Bytes of the stream iter_blocks reads (files plus separators)."""
+    return sum(sizes) + len(SEPARATOR) * len(paths)
+
+
+# ------------------------------------------------------------------------------ documents
+
+def split_sentences(text):
+    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+
+def parse_documents(text, input_format="lines", jsonl_field="text"):
+    """Text of a block -> (sentences: list of str, sentences per document: list of int,
+    counts: dict). Documents with no sentence are not returned."""
+    sentences, sizes = [], []
+    counts = collections.Counter()
+    lines = text.split("\n")    # google reads with readline(): '\n' only ends a line
+    if input_format == "jsonl":
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                counts["malformed_json_lines"] += 1
+                continue
+            value = obj.get(jsonl_field) if isinstance(obj, dict) else None
+            if not isinstance(value, str):
+                counts["json_lines_without_field"] += 1
+                continue
+            doc = [s for para in value.split("\n") for s in split_sentences(para)]
+            if doc:
+                sentences.extend(doc)
+                sizes.append(len(doc))
+        return sentences, sizes, counts
+    current = []
+    for line in lines + [""]:
+        line = line.strip()
+        if line:
+            current.append(line)
+        elif current:
+            doc = split_sentences(" ".join(current)) if input_format == "paragraphs" \
+                else current
+            sentences.extend(doc)
+            sizes.append(len(doc))
+            current = []
+    return sentences, sizes, counts
+
+
+def decode(data):
+    """UTF-8 bytes -> (text, bytes dropped). Undecodable bytes are dropped, as google's
+    tokenizer does with bytes input."""
+    try:
+        return data.decode("utf-8"), 0
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", "ignore")
+        return text, len(data) - len(text.encode("utf-8"))

@@ -1,0 +1,141 @@
+"""Sentence-pair instances for masked-LM + next-sentence pretraining (google's algorithm).
+
+An instance is described by two token ranges of one block's flat token array, so nothing is
+copied until the records are written:
+
+    [CLS] tokens[a_start : a_start + a_len] [SEP] tokens[b_start : b_start + b_len] [SEP]
+
+The rules are google-research/bert's `create_instances_from_document`, as REFERENCE.md
+states them. Per document and pass (`dupe_factor` passes):
+
+* target length: max_num_tokens = max_seq_length - 3; with probability short_seq_prob a
+  random int in [2, max_num_tokens] instead, kept for the whole document in this pass.
+* chunks of whole sentences are collected until they reach the target (or the document
+  ends); A is the first 1..n-1 of them (1 when n == 1).
+* with probability 0.5, and always when the chunk is one sentence, B is random: sentences
+  from a random start in a random *different* document (up to 10 draws, as google does),
+  until B reaches target - len(A); the chunk's sentences after A are put back. Otherwise
+  B is the rest of the chunk.
+* the pair is cut to max_num_tokens: one token at a time from the longer segment (B on a
+  tie), from its front or back with probability 1/2 each.
+
+Two things differ from google's code, neither in distribution:
+* Random-B documents come from the same block (a bounded window of the corpus), not from
+  the whole corpus; see docs/pretraining_data.md.
+* Truncation is computed in closed form. Which segment loses each token depends only on
+  the lengths, so the counts taken from A and B are fixed numbers; each removal is a fair
+  coin between front and back, so the number taken from the front is Binomial(count, 1/2).
+  Drawing that binomial gives the same distribution as google's token-by-token loop.
+"""
+
+from bisect import bisect_left
+
+import numpy as np
+
+
+def create_instances(sentence_starts, doc_bounds, dupe_factor, max_seq_length,
+                     short_seq_prob, rng):
+    """All instances of one block, before truncation.
+
+    Args:
+      sentence_starts: list of int, [sentences + 1]: sentence i is
+        tokens[sentence_starts[i] : sentence_starts[i + 1]]; no sentence is empty.
+      doc_bounds: list of (first sentence, end sentence) per document, each non-empty,
+        documents laid end to end in order.
+      dupe_factor: passes over the documents.
+      max_seq_length: the example length; max_num_tokens = max_seq_length - 3.
+      short_seq_prob: probability that a document pass uses a short random target.
+      rng: random.Random (scalar draws in a Python loop: ~20x cheaper than numpy's).
+
+    Returns a dict of numpy arrays, one entry per instance: a_start, a_len, b_start, b_len
+    (int64), random_next, short_target, same_document (bool: B was drawn at random but
+    from A's own document, because the block has one document); and short_target_passes
+    (int: document passes that drew a short target).
+    """
+    max_num_tokens = max_seq_length - 3
+    starts = sentence_starts
+    n_docs = len(doc_bounds)
+    rnd = rng.random
+    a_start, a_end, b_start, b_end, random_next, short, same_doc = [], [], [], [], [], [], []
+    short_passes = 0
+    for _ in range(dupe_factor):
+        for d, (s0, s1) in enumerate(doc_bounds):
+            target = max_num_tokens
+            is_short = False
+            if rnd() < short_seq_prob:
+                # google: rng.randint(2, max_num_tokens)
+                target = 2 + int(rnd() * (max_num_tokens - 1))
+                is_short = True
+                short_passes += 1
+            cs = s0   # first sentence of the current chunk
+            while cs < s1:
+                # The chunk ends at the first sentence that brings it to the target, or
+                # at the end of the document: e = one past its last sentence.
+                e = bisect_left(starts, starts[cs] + target, cs + 1, s1)
+                n = e - cs
+                a_stop = cs + 1 if n == 1 else cs + 1 + int(rnd() * (n - 1))
+                a_lo, a_hi = starts[cs], starts[a_stop]
+                if n == 1 or rnd() < 0.5:
+                    target_b = target - (a_hi - a_lo)
+                    rd = d
+                    if n_docs > 1:
+                        for _ in range(10):
+                            rd = int(rnd() * n_docs)
+                            if rd != d:
+                                break
+                    r0, r1 = doc_bounds[rd]
+                    rs = r0 + int(rnd() * (r1 - r0))
+                    b_lo = starts[rs]
+                    # Sentences from rs on until B reaches target_b (at least one).
+                    b_hi = starts[bisect_left(starts, b_lo + target_b, rs + 1, r1)]
+                    random_next.append(True)
+                    same_doc.append(rd == d)
+                    cs = a_stop   # the sentences after A go back to the document
+                else:
+                    b_lo, b_hi = a_hi, starts[e]
+                    random_next.append(False)
+                    same_doc.append(False)
+                    cs = e
+                a_start.append(a_lo)
+                a_end.append(a_hi)
+                b_start.append(b_lo)
+                b_end.append(b_hi)
+                short.append(is_short)
+    a_start = np.array(a_start, np.int64)
+    b_start = np.array(b_start, np.int64)
+    return {
+        "a_start": a_start, "a_len": np.array(a_end, np.int64) - a_start,
+        "b_start": b_start, "b_len": np.array(b_end, np.int64) - b_start,
+        "random_next": np.array(random_next, bool), "short_target": np.array(short, bool),
+        "same_document": np.array(same_doc, bool), "short_target_passes": short_passes,
+    }
+
+
+def truncation_counts(a_len, b_len, max_num_tokens):
+    """Tokens google's truncation removes from A and from B (int64 arrays).
+
+    While the pair is too long, one token goes from the longer segment, from B on a tie.
+    So first the longer one loses the difference (or the whole excess, if smaller); then
+    they are equal and lose tokens alternately, B first: B gets the odd one.
+    """
+    excess = np.maximum(a_len + b_len - max_num_tokens, 0)
+    first = np.minimum(excess, np.abs(a_len - b_len))
+    rest = excess - first
+    a_longer = a_len > b_len
+    cut_a = np.where(a_longer, first, 0) + rest // 2
+    cut_b = np.where(a_longer, 0, first) + (rest + 1) // 2
+    return cut_a, cut_b
+
+
+def truncate(instances, max_seq_length, rng):
+    """Applies google's random front/back truncation in place; returns the number of
+    instances that were cut. rng: numpy Generator."""
+    cut_a, cut_b = truncation_counts(instances["a_len"], instances["b_len"],
+                                     max_seq_length - 3)
+    front_a = rng.binomial(cut_a, 0.5)
+    front_b = rng.binomial(cut_b, 0.5)
+    instances["a_start"] += front_a
+    instances["a_len"] -= cut_a
+    instances["b_start"] += front_b
+    instances["b_len"] -= cut_b
+    return int(np.count_nonzero(cut_a + cut_b))

@@ -1,0 +1,186 @@
+"""Packing instances into fixed-length rows and choosing the masked-LM predictions,
+vectorized over a batch of instances with numpy.
+
+google's rules (REFERENCE.md): candidates are every position but [CLS] and [SEP];
+num_to_predict = min(max_predictions_per_seq, max(1, round(len(tokens) * masked_lm_prob)))
+counting all tokens of the sequence; the chosen positions are a uniformly random subset
+(google shuffles the candidates and takes them in order); each becomes [MASK] with
+probability 0.8, a random vocabulary id (any id, as google draws) with 0.1, and stays with
+0.1. Positions are reported sorted and padded with weight 0.
+
+Whole-word masking takes whole words (a piece plus the '##' pieces after it) in random
+order, skipping a word that would overshoot num_to_predict, as google does; the
+80/10/10 choice is drawn once per word (google draws it per piece: a known bug). Here a
+word never continues across [SEP] (google would glue a '##' piece that starts B to the last
+word of A).
+
+N-gram masking (max_ngram_size > 1) takes spans of n consecutive units (words with whole-word
+masking, pieces otherwise) inside one segment, n drawn with probability proportional to 1/n
+(as ALBERT and tensorflow/models do), also skipping spans that overshoot or overlap; the
+80/10/10 choice is drawn once per span.
+"""
+
+import numpy as np
+
+# Decisions, as counted in the summary.
+MASKED, RANDOM, KEPT = 0, 1, 2
+
+
+def pack(tokens, a_start, a_len, b_start, b_len, max_seq_length, cls_id, sep_id):
+    """Instances -> [N, max_seq_length] arrays: input_ids int32, segment_ids int8,
+    input_mask bool, candidate bool (positions that may be masked), n_tokens int64 [N]."""
+    p = np.arange(max_seq_length, dtype=np.int32)[None, :]      # [1, L]
+    la = a_len.astype(np.int32)[:, None]                        # [N, 1]
+    lb = b_len.astype(np.int32)[:, None]
+    in_a = (p >= 1) & (p <= la)
+    in_b = (p >= la + 2) & (p <= la + lb + 1)
+    # Position p of A is tokens[a_start + p - 1]; of B, tokens[b_start + p - la - 2].
+    source = p + np.where(p <= la, a_start[:, None] - 1, b_start[:, None] - la - 2)
+    text = in_a | in_b
+    ids = tokens[np.where(text, source, 0)]
+    ids[~text] = 0
+    rows = np.arange(len(a_len))
+    ids[:, 0] = cls_id
+    ids[rows, a_len + 1] = sep_id
+    ids[rows, a_len + b_len + 2] = sep_id
+    n_tokens = a_len + b_len + 3
+    input_mask = p < n_tokens[:, None]
+    segment_ids = ((p >= la + 2) & input_mask).astype(np.int8)
+    return ids, segment_ids, input_mask, text, n_tokens
+
+
+def num_to_predict(n_tokens, masked_lm_prob, max_predictions_per_seq):
+    """google's count: min(max_predictions, max(1, round(n * prob))), Python's round
+    (half to even, which np.rint also does)."""
+    return np.minimum(max_predictions_per_seq,
+                      np.maximum(1, np.rint(n_tokens * masked_lm_prob))).astype(np.int64)
+
+
+def choose_positions(ids, candidate, n_tokens, rng, masked_lm_prob, max_predictions_per_seq,
+                     is_subword=None, max_ngram_size=1):
+    """Chooses the positions to predict.
+
+    Returns (chosen [N, L] bool, group): positions chosen, and None for plain masking
+    (each position draws its own 80/10/10) or [N, L] int64 the number of each chosen
+    position's word or span (< L; positions of one group share one draw).
+    """
+    n, length = ids.shape
+    k = np.minimum(num_to_predict(n_tokens, masked_lm_prob, max_predictions_per_seq),
+                   candidate.sum(axis=1))
+    positions = np.arange(length)
+    if is_subword is None and max_ngram_size == 1:
+        # Plain masking: a uniformly random k-subset of the candidates = the candidates with
+        # the k smallest of independent uniform keys. A key is random bits with the
+        # position in its low bits (so no two keys tie, and the position comes back from
+        # the key); only the max_predictions smallest can be needed.
+        bits = max(1, (length - 1).bit_length())
+        keys = rng.integers(0, 1 << (63 - bits), size=(n, length), dtype=np.int64)
+        keys = (keys << bits) | positions
+        keys[~candidate] = np.iinfo(np.int64).max
+        m = min(max_predictions_per_seq, length)
+        smallest = np.partition(keys, m - 1, axis=1)[:, :m] if m < length else keys
+        smallest.sort(axis=1)
+        take = np.arange(smallest.shape[1])[None, :] < k[:, None]
+        chosen = np.zeros((n, length), bool)
+        rows = np.broadcast_to(np.arange(n)[:, None], smallest.shape)
+        chosen[rows[take], smallest[take] & ((1 << bits) - 1)] = True
+        return chosen, None
+    return _choose_units(ids, candidate, k, rng, is_subword, max_ngram_size)
+
+
+def _choose_units(ids, candidate, k, rng, is_subword, max_ngram_size):
+    """Whole-word and n-gram masking: units (words, or pieces) in random order; each
+    start takes a span of n units (n = 1 without n-grams) if it fits in what is left of
+    num_to_predict and overlaps nothing taken. One vectorized step per rank, over all rows.
+    """
+    n, length = ids.shape
+    prev_candidate = np.zeros_like(candidate)
+    prev_candidate[:, 1:] = candidate[:, :-1]
+    if is_subword is not None:
+        # A word starts at a candidate that is not a '##' piece, or that follows [CLS]/[SEP]
+        # (a '##' piece left at the front of a segment by truncation is a word of its own).
+        starts = candidate & ~(is_subword[ids] & prev_candidate)
+    else:
+        starts = candidate
+    unit_of = np.cumsum(starts, axis=1) - 1                          # [N, L]
+    n_units = starts.sum(axis=1)                                     # [N]
+    u_max = int(n_units.max()) if n else 0
+    rows = np.arange(n)
+    # Pieces per unit, and the segment of each unit (0 = A, 1 = B) for n-gram bounds.
+    unit_len = np.zeros((n, u_max + 1), np.int64)
+    r_idx, p_idx = np.nonzero(candidate)
+    np.add.at(unit_len, (r_idx, unit_of[r_idx, p_idx]), 1)
+    unit_len = unit_len[:, :u_max]
+    cum_len = np.concatenate([np.zeros((n, 1), np.int64), np.cumsum(unit_len, axis=1)], axis=1)
+    unit_segment = np.zeros((n, u_max), np.int8)
+    seg = (np.cumsum(~candidate, axis=1) >= 2)                       # past the first [SEP]
+    unit_segment[r_idx, unit_of[r_idx, p_idx]] = seg[r_idx, p_idx]
+    # Units in A: spans that start in A end by this unit number.
+    n_a = (starts & ~seg).sum(axis=1)
+    keys = rng.random((n, u_max))
+    keys[np.arange(u_max)[None, :] >= n_units[:, None]] = 2.0
+    order = np.argsort(keys, axis=1)                                 # [N, U] random units
+    if max_ngram_size > 1:
+        weights = 1.0 / np.arange(1, max_ngram_size + 1)
+        span_n = rng.choice(np.arange(1, max_ngram_size + 1), size=(n, u_max),
+                            p=weights / weights.sum())
+    taken_units = np.zeros((n, u_max + 1), bool)
+    group_of_unit = np.full((n, u_max + 1), -1, np.int64)
+    count = np.zeros(n, np.int64)
+    for r in range(u_max):
+        active = (r < n_units) & (count < k)
+        if not active.any():
+            break
+        u = order[:, r]
+        if max_ngram_size > 1:
+            seg_end = np.where(unit_segment[rows, np.minimum(u, u_max - 1)] == 0,
+                               n_a, n_units)
+            span = np.minimum(span_n[:, r], seg_end - u)
+        else:
+            span = np.ones(n, np.int64)
+        end = np.minimum(u + span, u_max)
+        size = cum_len[rows, end] - cum_len[rows, np.minimum(u, u_max)]
+        ok = active & (count + size <= k)
+        for j in range(max_ngram_size):
+            ok &= ~((j < span) & taken_units[rows, np.minimum(u + j, u_max)])
+        count += np.where(ok, size, 0)
+        for j in range(max_ngram_size):
+            mark = ok & (j < span)
+            taken_units[rows[mark], (u + j)[mark]] = True
+            group_of_unit[rows[mark], (u + j)[mark]] = r
+    chosen = candidate & taken_units[rows[:, None], np.where(candidate, unit_of, u_max)]
+    group = np.where(chosen, group_of_unit[rows[:, None], np.where(candidate, unit_of, u_max)],
+                     -1)
+    return chosen, group
+
+
+def apply_masks(ids, chosen, group, rng, mask_id, vocab_size, max_predictions_per_seq):
+    """Replaces the chosen positions (80% [MASK], 10% random id, 10% unchanged, drawn once
+    per group) in `ids` (modified in place).
+
+    Returns (positions [N, P] int64, labels [N, P] int32, weights [N, P] float32,
+    decision counts [3] int64: masked, random, kept).
+    """
+    n, length = ids.shape
+    r_idx, p_idx = np.nonzero(chosen)        # row-major: positions come out sorted per row
+    if group is None:
+        u = rng.random(len(r_idx))
+    else:
+        # One uniform per (row, group); group numbers are < length.
+        u = rng.random((n, length))[r_idx, group[r_idx, p_idx]]
+    decision = np.where(u < 0.8, MASKED, np.where(u < 0.9, KEPT, RANDOM))
+    labels_flat = ids[r_idx, p_idx].copy()
+    replaced = np.where(decision == MASKED, mask_id, labels_flat)
+    is_random = decision == RANDOM
+    replaced[is_random] = rng.integers(0, vocab_size, size=int(is_random.sum()))
+    ids[r_idx, p_idx] = replaced
+    per_row = chosen.sum(axis=1)
+    column = np.arange(len(r_idx)) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    positions = np.zeros((n, max_predictions_per_seq), np.int64)
+    labels = np.zeros((n, max_predictions_per_seq), np.int32)
+    weights = np.zeros((n, max_predictions_per_seq), np.float32)
+    positions[r_idx, column] = p_idx
+    labels[r_idx, column] = labels_flat
+    weights[r_idx, column] = 1.0
+    counts = np.bincount(decision, minlength=3)
+    return positions, labels, weights, counts

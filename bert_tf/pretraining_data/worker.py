@@ -1,0 +1,167 @@
+"""What a worker process runs: one block of input bytes -> documents -> token ids ->
+instances -> masked examples -> TFRecord bytes in a part file, and counts for the summary.
+
+    python -m bert_tf.pretraining_data.worker    # started by pool.WorkerPool
+
+Nothing here imports TensorFlow (tokenizer.py says why).
+"""
+
+import collections
+import random
+import sys
+import traceback
+import zlib
+
+import numpy as np
+
+from bert_tf.pretraining_data import instances as instances_lib
+from bert_tf.pretraining_data import masking, records
+from bert_tf.pretraining_data.inputs import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN, decode, \
+    load_vocab, parse_documents, read_block
+from bert_tf.pretraining_data.tokenizer import CachedTokenizer
+
+# Instances packed, masked and serialized together: big enough to amortize numpy's per-call
+# cost, small enough to keep the working set of a worker near 10 MB.
+BATCH = 1024
+# Records whose CRCs are computed together (a ~200-step loop over all of them: the more
+# rows per step, the less numpy's per-call overhead counts). ~3 MB of records.
+FRAME_BATCH = 4096
+
+_worker_state = {}
+
+
+def _resources(settings):
+    """Tokenizer and lookup arrays, built once per process (and per vocabulary)."""
+    key = (settings.vocab_file, settings.do_lower_case)
+    if _worker_state.get("key") != key:
+        vocab = load_vocab(settings.vocab_file)
+        _worker_state.clear()
+        _worker_state.update(
+            key=key, vocab_size=len(vocab),
+            tokenizer=CachedTokenizer(vocab, settings.do_lower_case),
+            is_subword=np.array([t.startswith("##") for t in vocab], bool),
+            cls_id=vocab.index(CLS_TOKEN), sep_id=vocab.index(SEP_TOKEN),
+            mask_id=vocab.index(MASK_TOKEN))
+    return _worker_state
+
+
+def block_rngs(random_seed, index):
+    """(random.Random, numpy Generator) of block `index`: independent streams that depend
+    only on the seed and the block."""
+    py_seq, np_seq = np.random.SeedSequence([random_seed, index]).spawn(2)
+    py_seed = int.from_bytes(py_seq.generate_state(4, np.uint64).tobytes(), "little")
+    return random.Random(py_seed), np.random.Generator(np.random.PCG64(np_seq))
+
+
+def process_block(settings, index, data, part_path):
+    """One block -> TFRecords (gzip member if settings.gzip) in part_path; returns a dict
+    of counts (all additive, see docs/pretraining_data.md)."""
+    res = _resources(settings)
+    stats = collections.Counter()
+    text, stats["invalid_utf8_bytes"] = decode(data)
+    sentences, doc_sizes, parse_counts = parse_documents(text, settings.input_format,
+                                                         settings.jsonl_field)
+    stats.update(parse_counts)
+    tokens, counts = res["tokenizer"].tokenize_lines(sentences)
+    stats["sentences"] = int(np.count_nonzero(counts))
+    stats["sentences_without_tokens"] = len(counts) - stats["sentences"]
+    stats["input_tokens"] = len(tokens)
+
+    # google drops lines without tokens, then documents without lines.
+    doc_of = np.repeat(np.arange(len(doc_sizes)), doc_sizes)
+    kept = counts > 0
+    sizes = np.bincount(doc_of[kept], minlength=len(doc_sizes))
+    stats["documents"] = int(np.count_nonzero(sizes))
+    stats["documents_without_tokens"] = len(doc_sizes) - stats["documents"]
+    stats["one_sentence_documents"] = int(np.count_nonzero(sizes == 1))
+    sizes = sizes[sizes > 0]
+    first = np.concatenate([[0], np.cumsum(sizes)])
+    doc_bounds = list(zip(first[:-1].tolist(), first[1:].tolist()))
+    sentence_starts = np.concatenate([[0], np.cumsum(counts[kept])]).tolist()
+
+    py_rng, np_rng = block_rngs(settings.random_seed, index)
+    inst = instances_lib.create_instances(
+        sentence_starts, doc_bounds, settings.dupe_factor, settings.max_seq_length,
+        settings.short_seq_prob, py_rng)
+    n = len(inst["a_start"])
+    stats["document_passes"] = len(doc_bounds) * settings.dupe_factor
+    stats["short_target_passes"] = inst.pop("short_target_passes")
+    stats["truncated_examples"] = instances_lib.truncate(inst, settings.max_seq_length,
+                                                         np_rng)
+    stats["examples"] = n
+    stats["random_next"] = int(inst["random_next"].sum())
+    stats["random_next_same_document"] = int(inst["same_document"].sum())
+    stats["short_target_examples"] = int(inst["short_target"].sum())
+
+    # google shuffles all instances; here those of the block (the reader shuffles more).
+    order = np_rng.permutation(n)
+    compressor = zlib.compressobj(6, zlib.DEFLATED, 31) if settings.gzip else None
+    is_subword = res["is_subword"] if settings.do_whole_word_mask else None
+    pending, pending_rows = [], 0
+
+    def flush(f):
+        data = records.frame_records(pending)     # numpy uint8: written without a copy
+        f.write(compressor.compress(data) if compressor else data)
+        pending.clear()
+
+    with open(part_path, "wb") as f:
+        for lo in range(0, n, BATCH):
+            sel = order[lo:lo + BATCH]
+            ids, segment_ids, input_mask, candidate, n_tokens = masking.pack(
+                tokens, inst["a_start"][sel], inst["a_len"][sel], inst["b_start"][sel],
+                inst["b_len"][sel], settings.max_seq_length, res["cls_id"], res["sep_id"])
+            chosen, group = masking.choose_positions(
+                ids, candidate, n_tokens, np_rng, settings.masked_lm_prob,
+                settings.max_predictions_per_seq, is_subword, settings.max_ngram_size)
+            positions, labels, weights, decisions = masking.apply_masks(
+                ids, chosen, group, np_rng, res["mask_id"], res["vocab_size"],
+                settings.max_predictions_per_seq)
+            stats["example_tokens"] += int(n_tokens.sum())
+            stats["padded_examples"] += int(np.count_nonzero(
+                n_tokens < settings.max_seq_length))
+            stats["masked"] += int(decisions.sum())
+            stats["masked_as_mask"] += int(decisions[masking.MASKED])
+            stats["masked_as_random"] += int(decisions[masking.RANDOM])
+            stats["masked_unchanged"] += int(decisions[masking.KEPT])
+            pending.append(records.encode_unframed({
+                "input_ids": ids, "input_mask": input_mask, "segment_ids": segment_ids,
+                "masked_lm_positions": positions, "masked_lm_ids": labels,
+                "masked_lm_weights": weights,
+                "next_sentence_labels": inst["random_next"][sel][:, None]}))
+            pending_rows += len(sel)
+            if pending_rows >= FRAME_BATCH:
+                flush(f)
+                pending_rows = 0
+        flush(f)
+        if compressor:
+            f.write(compressor.flush())
+    return dict(stats)
+
+
+def run_job(settings, job):
+    """job = (block index, file segments, part path) -> counts."""
+    index, segments, part_path = job
+    return process_block(settings, index, read_block(segments), part_path)
+
+
+def main():
+    """Worker loop (see pool.py for the protocol)."""
+    from bert_tf.pretraining_data import pool
+    channel_in, channel_out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr      # nothing else may write into the result channel
+    settings = pool.receive(channel_in)
+    while True:
+        try:
+            job = pool.receive(channel_in)
+        except EOFError:
+            return
+        if job is None:
+            return
+        try:
+            pool.send(channel_out, ("ok", job[0], run_job(settings, job)))
+        except Exception:   # reported by the main process, which stops the run
+            pool.send(channel_out, ("error", job[0], traceback.format_exc()))
+
+
+if __name__ == "__main__":
+    main()
