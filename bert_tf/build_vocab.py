@@ -26,6 +26,7 @@ import sys
 
 import tensorflow as tf
 from tqdm import tqdm
+from bert_tf.flags import str2bool
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 CONTINUATION = "##"
@@ -202,15 +203,6 @@ def write_vocab(vocab, output_file):
     tf.io.gfile.rename(tmp, output_file, overwrite=True)
 
 
-def str2bool(value):
-    """absl-style booleans: --do_lower_case, --do_lower_case=true, --do_lower_case=False."""
-    if isinstance(value, bool):
-        return value
-    if value.lower() in ("1", "true", "yes", "y"):
-        return True
-    if value.lower() in ("0", "false", "no", "n"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
 
 
 def main(argv=None):

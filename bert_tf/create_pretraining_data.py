@@ -31,6 +31,7 @@ import time
 # even import numpy: it only reads, dispatches and writes, and stays small.
 from bert_tf.pretraining_data import inputs
 from bert_tf.pretraining_data.pool import WorkerError
+from bert_tf.flags import str2bool
 
 PROG = "python -m bert_tf.create_pretraining_data"
 
@@ -39,15 +40,6 @@ class InputError(ValueError):
     """Bad flags or input: reported as one line, exit status 1."""
 
 
-def str2bool(value):
-    """absl-style booleans: --do_lower_case, --do_lower_case=true, --do_lower_case=False."""
-    if isinstance(value, bool):
-        return value
-    if value.lower() in ("1", "true", "yes", "y"):
-        return True
-    if value.lower() in ("0", "false", "no", "n"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
 
 
 def default_workers():

@@ -14,19 +14,11 @@ also written in google's TF1 format (output_dir/google) and HF's (output_dir/hf)
 import argparse
 import os
 import sys
+from bert_tf.flags import str2bool
 
 DTYPES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 
 
-def str2bool(value):
-    """absl-style booleans: --do_train, --do_train=true, --do_train=False."""
-    if isinstance(value, bool):
-        return value
-    if value.lower() in ("1", "true", "yes", "y"):
-        return True
-    if value.lower() in ("0", "false", "no", "n"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
 
 
 def parse_args(argv=None):

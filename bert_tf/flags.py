@@ -1,0 +1,15 @@
+"""Command-line helpers shared by the commands."""
+
+import argparse
+
+
+def str2bool(value):
+    """absl-style booleans, as google-research/bert's flags accept them:
+    --do_lower_case, --do_lower_case=true, --do_lower_case=False."""
+    if isinstance(value, bool):
+        return value
+    if value.lower() in ("1", "true", "yes", "y"):
+        return True
+    if value.lower() in ("0", "false", "no", "n"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
