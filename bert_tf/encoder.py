@@ -8,6 +8,12 @@
 
 Constructor arguments are exactly BertConfig's fields, so
 `BertEncoder(**config.to_dict())` and `BertEncoder.from_config_object(config)` agree.
+
+Fast inference on CPU: `encoder.compile(jit_compile=True)`, then `encoder.predict(...)` or
+`encoder.predict_on_batch(...)`. Keras' default (`jit_compile="auto"`) leaves XLA off on
+CPU-only machines; with it on, BERT-base runs faster than the plain graph (bench/encoder.py,
+docs/benchmarks.md) and gives the same numbers to a few float32 ulps. XLA compiles once per
+input shape, so feed batches padded to a fixed sequence length.
 """
 
 import keras
