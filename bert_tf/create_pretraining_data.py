@@ -64,24 +64,31 @@ def parse_args(argv=None):
          **boolean)
     flag("do_whole_word_mask", default=False,
          help="mask whole words (80/10/10 drawn once per word)", **boolean)
-    flag("max_seq_length", type=int, default=128)
-    flag("max_predictions_per_seq", type=int, default=20)
-    flag("random_seed", type=int, default=12345)
+    flag("max_seq_length", type=int, default=128, help="tokens per example, padded")
+    flag("max_predictions_per_seq", type=int, default=20,
+         help="most masked-LM predictions per example")
+    flag("random_seed", type=int, default=12345, help="the output is a function of it")
     flag("dupe_factor", type=int, default=10,
          help="passes over the corpus, each with different masks")
-    flag("masked_lm_prob", type=float, default=0.15)
+    flag("masked_lm_prob", type=float, default=0.15,
+         help="share of an example's tokens to predict")
     flag("short_seq_prob", type=float, default=0.1,
-         help="probability of a shorter random target length")
+         help="probability of a shorter random target length (per document and pass)")
     # Ours.
     flag("num_shards", type=int, default=None,
-         help="shards to write with a single --output_file prefix (default: 1)")
+         help="number of shards for a single --output_file prefix (unset: that one file, "
+              "or one shard per comma-separated --output_file)")
     flag("num_workers", type=int, default=default_workers(),
-         help="worker processes (1: all work in this process); output does not depend on it")
+         help="processes that share the work (this one and N-1 workers; default: all "
+              "cores); the output does not depend on it")
     flag("max_ngram_size", type=int, default=1,
          help="mask spans of up to N words (or pieces), P(n) ~ 1/n; 1: no n-grams")
     flag("gzip", default=False, help="gzip the shards (read with compression_type='GZIP')",
          **boolean)
-    flag("input_format", default="lines", choices=inputs.INPUT_FORMATS)
+    flag("input_format", default="lines", choices=inputs.INPUT_FORMATS,
+         help="lines: a sentence per line, blank line between documents (google's); "
+              "paragraphs: blank line between documents, sentences found by punctuation; "
+              "jsonl: a JSON object per line and document")
     flag("jsonl_field", default="text", help="text field of --input_format jsonl")
     flag("block_size_kb", type=int, default=512,
          help="text per block: the window random next sentences are drawn from and the "
@@ -214,6 +221,26 @@ def read_previous(summary_path, shards, config):
     return done
 
 
+def append_file(src_path, dst):
+    """Appends a file to an open binary file, in the kernel where it can (sendfile)."""
+    dst.flush()
+    with open(src_path, "rb") as src:
+        size = os.fstat(src.fileno()).st_size
+        sent = 0
+        try:
+            while sent < size:
+                n = os.sendfile(dst.fileno(), src.fileno(), sent, size - sent)
+                if n == 0:
+                    break
+                sent += n
+        except (AttributeError, OSError):
+            pass   # no sendfile here: copy what is left in Python
+        if sent < size:
+            src.seek(sent)
+            dst.seek(0, os.SEEK_END)
+            shutil.copyfileobj(src, dst, 1 << 20)
+
+
 def remove_temporaries(path):
     for tmp in glob.glob(glob.escape(path) + ".tmp*"):
         try:
@@ -271,8 +298,7 @@ class ShardWriter:
         self._advance_to(shard)
         if self.file is None:
             self.file = open(f"{self.shards[shard]}.tmp", "wb")
-        with open(part, "rb") as src:
-            shutil.copyfileobj(src, self.file, 1 << 20)
+        append_file(part, self.file)
         os.remove(part)
         stats = collections.Counter(stats)
         stats["input_bytes"] += block.length
@@ -373,10 +399,12 @@ def run(args):
         return min(n_shards - 1, offset * n_shards // total)
 
     pool = None
-    if args.num_workers > 1 and len(done) < n_shards:
+    # No more processes than blocks (each costs ~70 MB); the output does not depend on it.
+    processes = min(args.num_workers, -(-total // (args.block_size_kb * 1024)))
+    if processes > 1 and len(done) < n_shards:
         # Started first: the workers import numpy while this process finds the blocks.
         from bert_tf.pretraining_data.pool import WorkerPool
-        pool = WorkerPool(args.num_workers - 1, settings)
+        pool = WorkerPool(processes - 1, settings)
     writer = ShardWriter(shards, done, summary_path, config, total, args.quiet)
     # Blocks in input order: [block, shard, part path, counts or None while running].
     # Parts go to their shard strictly in this order, whichever finishes first.
@@ -401,7 +429,7 @@ def run(args):
                 continue
             # Bounded: at most a few blocks ahead of the oldest unfinished one, so part
             # files on disk stay few whatever the input size.
-            while len(waiting) >= 3 * args.num_workers:
+            while len(waiting) >= 3 * processes:
                 collect(wait=True)
             part = f"{shards[shard]}.tmp-part{block.index:07d}"
             entry = [block, shard, part, None]

@@ -540,6 +540,32 @@ def test_same_output_whatever_the_number_of_workers(small_corpus, vocab_file, tm
     assert open(other, "rb").read() != b"".join(outputs[1])
 
 
+def test_pool_returns_results_that_arrive_together(tmp_path, vocab_file):
+    """Two results waiting in one worker's pipe are both returned (a buffered reader once
+    swallowed the second where select() could not see it, and the run hung)."""
+    from bert_tf.pretraining_data.inputs import Settings
+    from bert_tf.pretraining_data.pool import WorkerPool
+    text = tmp_path / "t.txt"
+    text.write_text("One sentence here.\nAnother one.\n\nA second document.\n",
+                    encoding="utf-8")
+    segments = ((str(text), 0, text.stat().st_size),)
+    pool = WorkerPool(1, Settings(vocab_file=vocab_file, dupe_factor=1), depth=2)
+    try:
+        pool.submit((0, segments, str(tmp_path / "p0")))
+        pool.submit((1, segments, str(tmp_path / "p1")))
+        time.sleep(3)              # both done: their results are in the pipe together
+        got = {}
+        for _ in range(3):
+            got.update(pool.results(timeout=10))
+            if len(got) == 2:
+                break
+        assert sorted(got) == [0, 1]
+        assert [got[i]["documents"] for i in (0, 1)] == [2, 2] and got[0]["examples"] >= 2
+        assert not pool.busy()
+    finally:
+        pool.close()
+
+
 def test_gzip_shards(small_corpus, vocab_file, tmp_path):
     plain, packed = str(tmp_path / "plain"), str(tmp_path / "packed.gz")
     common = ["--input_file", small_corpus, "--vocab_file", vocab_file, "--dupe_factor", 1,

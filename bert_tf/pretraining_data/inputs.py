@@ -20,10 +20,10 @@ import re
 UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN = "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 
 INPUT_FORMATS = ("lines", "paragraphs", "jsonl")
-# A block is cut at a document boundary after block_bytes; when none comes before
-# CAP_FACTOR * block_bytes, at the last line end before that (the document continues in
-# the next block, counted as `documents_split`), and without any line end, inside the line
-# (`lines_cut`): memory stays bounded on any input.
+# A block ends at the first document boundary after block_bytes. When there is none before
+# CAP_FACTOR * block_bytes: at the last document boundary before that; else at the last
+# line end (the document goes on in the next block: `documents_split`); else inside the
+# line (`lines_cut`). So memory stays bounded on any input.
 CAP_FACTOR = 4
 # A blank line: only ASCII whitespace between two newlines (google's test is
 # line.strip() == "", which also strips Unicode spaces; such a line is still found by
@@ -223,6 +223,7 @@ def stream_size(paths, sizes):
 # ------------------------------------------------------------------------------ documents
 
 def split_sentences(text):
+    """Text -> sentences, cut after . ! ? or a CJK full stop (see _SENTENCE_END)."""
     return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
 
 

@@ -29,13 +29,15 @@ MASKED, RANDOM, KEPT = 0, 1, 2
 def pack(tokens, a_start, a_len, b_start, b_len, max_seq_length, cls_id, sep_id):
     """Instances -> [N, max_seq_length] arrays: input_ids int32, segment_ids int8,
     input_mask bool, candidate bool (positions that may be masked), n_tokens int64 [N]."""
+    # int32 throughout: a block holds far fewer than 2**31 tokens.
     p = np.arange(max_seq_length, dtype=np.int32)[None, :]      # [1, L]
     la = a_len.astype(np.int32)[:, None]                        # [N, 1]
     lb = b_len.astype(np.int32)[:, None]
     in_a = (p >= 1) & (p <= la)
     in_b = (p >= la + 2) & (p <= la + lb + 1)
     # Position p of A is tokens[a_start + p - 1]; of B, tokens[b_start + p - la - 2].
-    source = p + np.where(p <= la, a_start[:, None] - 1, b_start[:, None] - la - 2)
+    source = p + np.where(p <= la, a_start.astype(np.int32)[:, None] - 1,
+                          b_start.astype(np.int32)[:, None] - la - 2)
     text = in_a | in_b
     ids = tokens[np.where(text, source, 0)]
     ids[~text] = 0
@@ -74,16 +76,18 @@ def choose_positions(ids, candidate, n_tokens, rng, masked_lm_prob, max_predicti
         # position in its low bits (so no two keys tie, and the position comes back from
         # the key); only the max_predictions smallest can be needed.
         bits = max(1, (length - 1).bit_length())
-        keys = rng.integers(0, 1 << (63 - bits), size=(n, length), dtype=np.int64)
-        keys = (keys << bits) | positions
-        keys[~candidate] = np.iinfo(np.int64).max
+        keys = rng.bit_generator.random_raw((n, length))            # uint64, uniform
+        keys >>= np.uint64(bits)
+        keys <<= np.uint64(bits)
+        keys |= positions.astype(np.uint64)
+        keys[~candidate] = np.iinfo(np.uint64).max
         m = min(max_predictions_per_seq, length)
         smallest = np.partition(keys, m - 1, axis=1)[:, :m] if m < length else keys
         smallest.sort(axis=1)
         take = np.arange(smallest.shape[1])[None, :] < k[:, None]
         chosen = np.zeros((n, length), bool)
         rows = np.broadcast_to(np.arange(n)[:, None], smallest.shape)
-        chosen[rows[take], smallest[take] & ((1 << bits) - 1)] = True
+        chosen[rows[take], (smallest[take] & np.uint64((1 << bits) - 1)).astype(np.intp)] = True
         return chosen, None
     return _choose_units(ids, candidate, k, rng, is_subword, max_ngram_size)
 

@@ -24,21 +24,31 @@ _HEADER = struct.Struct("<Q")
 
 
 def send(stream, obj):
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(data)) + data)
+    payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    data = memoryview(_HEADER.pack(len(payload)) + payload)
+    while data:   # an unbuffered pipe may take part of it at a time
+        data = data[stream.write(data):]
     stream.flush()
 
 
+def _read_exact(stream, n):
+    parts = []
+    while n:
+        part = stream.read(n)
+        if not part:
+            raise EOFError
+        parts.append(part)
+        n -= len(part)
+    return b"".join(parts)
+
+
 def receive(stream):
-    """The next message, or raises EOFError if the other side is gone."""
-    header = stream.read(_HEADER.size)
-    if len(header) < _HEADER.size:
-        raise EOFError
-    size = _HEADER.unpack(header)[0]
-    data = stream.read(size)
-    if len(data) < size:
-        raise EOFError
-    return pickle.loads(data)
+    """The next message, or raises EOFError if the other side is gone.
+
+    The main process reads its workers' results from unbuffered pipes: a buffered reader
+    could pull a second message into its buffer, where select() would not see it."""
+    size = _HEADER.unpack(_read_exact(stream, _HEADER.size))[0]
+    return pickle.loads(_read_exact(stream, size))
 
 
 class WorkerError(RuntimeError):
@@ -62,7 +72,7 @@ class WorkerPool:
         for w in range(num_workers):
             proc = subprocess.Popen(
                 [sys.executable, "-m", "bert_tf.pretraining_data.worker"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, bufsize=0)
             send(proc.stdin, settings)
             self.procs.append(proc)
             self.queued.append(0)

@@ -263,13 +263,15 @@ def encode_unframed(features):
 def frame_records(parts):
     """[(records, data lengths)] from encode_unframed -> uint8 array of finished
     TFRecords: each record's length, masked CRC32C of the length and masked CRC32C of the
-    data filled in, padding dropped."""
-    parts = [p for p in parts if len(p[1])]
-    if not parts:
+    data filled in, padding dropped. `parts` is emptied (its arrays freed early)."""
+    nonempty = [p for p in parts if len(p[1])]
+    parts.clear()
+    if not nonempty:
         return np.zeros(0, np.uint8)
-    data_len = np.concatenate([p[1] for p in parts])
+    data_len = np.concatenate([p[1] for p in nonempty])
     n = len(data_len)
-    padded = np.concatenate([p[0] for p in parts] + [np.zeros(4, np.uint8)])
+    padded = np.concatenate([p[0] for p in nonempty] + [np.zeros(4, np.uint8)])
+    del nonempty
     words = padded.view("<u4")
     slot = (data_len + 3) // 4 * 4 + 16                     # bytes per record, aligned
     start = np.cumsum(slot) - slot

@@ -65,12 +65,12 @@ class CachedTokenizer:
         ids, counts = tok.tokenize_lines(["Hello, world!", "Second line."])
         # ids: int32 [total tokens], counts: int64 [lines]
 
-    Caches are bounded (`max_cache_entries` chunks and as many words, ~8 MB), so memory
+    Caches are bounded (`max_cache_entries` chunks and as many words, ~12 MB), so memory
     does not grow with the corpus.
     """
 
     def __init__(self, vocab, do_lower_case=True, max_chars_per_word=MAX_CHARS_PER_WORD,
-                 max_cache_entries=30_000):
+                 max_cache_entries=50_000):
         self.vocab = list(vocab)
         self.ids = {t: i for i, t in enumerate(self.vocab)}
         self.unk_id = self.ids[UNK_TOKEN]

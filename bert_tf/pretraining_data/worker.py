@@ -24,7 +24,8 @@ from bert_tf.pretraining_data.tokenizer import CachedTokenizer
 # cost, small enough to keep the working set of a worker near 10 MB.
 BATCH = 1024
 # Records whose CRCs are computed together (a ~200-step loop over all of them: the more
-# rows per step, the less numpy's per-call overhead counts). ~3 MB of records.
+# rows per step, the less numpy's per-call overhead counts). ~3 MB of records: the largest
+# arrays of a worker.
 FRAME_BATCH = 4096
 
 _worker_state = {}
@@ -102,7 +103,6 @@ def process_block(settings, index, data, part_path):
     def flush(f):
         data = records.frame_records(pending)     # numpy uint8: written without a copy
         f.write(compressor.compress(data) if compressor else data)
-        pending.clear()
 
     with open(part_path, "wb") as f:
         for lo in range(0, n, BATCH):
