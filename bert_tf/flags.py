@@ -1,6 +1,7 @@
 """Command-line helpers shared by the commands."""
 
 import argparse
+import sys
 
 
 def str2bool(value):
@@ -13,3 +14,13 @@ def str2bool(value):
     if value.lower() in ("0", "false", "no", "n"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def run_command(run, args):
+    """`run(args)`; a bad input (ValueError, FileNotFoundError) becomes one line on
+    stderr, `error: ...`, and exit status 1."""
+    try:
+        return run(args)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)

@@ -112,7 +112,10 @@ def fit(model, train_ds, eval_ds, args, num_train_steps, monitor, mode="max",
     steps_per_epoch = max(1, num_train_steps // max(1, int(math.ceil(args.num_train_epochs))))
     epochs = max(1, int(math.ceil(num_train_steps / steps_per_epoch)))
     callbacks = [
-        keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs")),
+        # write_graph=False: serializing the train step's graph (the whole encoder and its
+        # gradients) costs seconds to tens of seconds at the first step; scalars suffice.
+        keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs"),
+                                    write_graph=False),
         keras.callbacks.ModelCheckpoint(os.path.join(args.output_dir, "last.weights.h5"),
                                         save_weights_only=True),
     ]

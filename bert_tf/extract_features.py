@@ -1,0 +1,190 @@
+"""Contextual token vectors from a pretrained encoder, as google-research/bert's
+extract_features.py writes them.
+
+    python -m bert_tf.extract_features --input_file=input.txt --output_file=out.jsonl \
+        --init_checkpoint=MODEL_DIR [--layers=-1,-2,-3,-4] [--max_seq_length=128]
+
+Input: one example per line; "text A ||| text B" for a pair. Output: one JSON object per
+input line, in order:
+
+    {"linex_index": 0, "features": [{"token": "[CLS]",
+                                      "layers": [{"index": -1, "values": [...]}, ...]},
+                                     ...]}
+
+one entry per word piece of the packed input ([CLS] A [SEP] (B [SEP]), padding left
+out), values rounded to 6 decimals as google's are. Layer indexes count the transformer
+layers' outputs (-1 = last, 0 = first; the embeddings are not a layer here). Pairs are
+truncated with the fine-tuning rule (pop from the longer); an empty line gives
+[CLS] [SEP] and is counted in the summary on stderr.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+
+import numpy as np
+
+from bert_tf.flags import run_command, str2bool
+
+_PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
+
+
+def read_examples(path):
+    """Lines of `path` -> list of (text_a, text_b or None), google's rule: stripped line,
+    split at " ||| " (the last one).
+
+    Lines end at "\n" only, as google's readline() loop reads them: a line may hold other
+    Unicode line separators (U+2028, U+0085, form feed, a lone "\r"), which str.splitlines()
+    would split on, shifting every later linex_index."""
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            lines = f.read().split("\n")
+        if lines[-1] == "":
+            lines.pop()             # the file's final newline ends a line, it opens none
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: file not found") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 ({e})") from None
+    examples = []
+    for line in lines:
+        line = line.strip()
+        match = _PAIR.match(line)
+        examples.append((match.group(1), match.group(2)) if match else (line, None))
+    return examples
+
+
+def parse_layers(text, num_layers=None):
+    """"-1,-2" -> [-1, -2]; error for a malformed list or (given num_layers) an index
+    outside the encoder."""
+    try:
+        layers = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--layers must be comma-separated integers, got {text!r}") from None
+    for index in layers if num_layers is not None else ():
+        if not -num_layers <= index < num_layers:
+            raise ValueError(f"--layers: index {index} is outside the encoder's "
+                             f"{num_layers} layers ({-num_layers}..{num_layers - 1})")
+    return layers
+
+
+def pack(ids_a, ids_b, max_seq_length, cls_id, sep_id):
+    """Piece ids of one example -> packed ids [CLS] A [SEP] (B [SEP]) and segment ids,
+    truncated to max_seq_length (google's extract_features rule)."""
+    from bert_tf.packing import truncate_seq_pair
+    ids_a = list(ids_a)
+    if ids_b is not None:
+        ids_b = list(ids_b)
+        truncate_seq_pair(ids_a, ids_b, max_seq_length - 3)
+    else:
+        ids_a = ids_a[:max_seq_length - 2]
+    ids = [cls_id] + ids_a + [sep_id]
+    segments = [0] * len(ids)
+    if ids_b is not None:
+        ids += ids_b + [sep_id]
+        segments += [1] * (len(ids_b) + 1)
+    return ids, segments
+
+
+def layer_model(encoder, layers):
+    """A Keras model: encoder inputs -> list of the chosen layers' outputs [B, S, H]."""
+    import keras
+    inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
+              for name in ("token_ids", "segment_ids", "padding_mask")}
+    outputs = encoder(inputs)["encoder_outputs"]
+    return keras.Model(inputs, [outputs[i] for i in layers])
+
+
+def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size=32):
+    """Yields one output dict per example (google's JSON layout)."""
+    ids_a = tokenizer.encode([a for a, _ in examples]) if examples else []
+    pairs = [i for i, (_, b) in enumerate(examples) if b is not None]
+    ids_b = dict(zip(pairs, tokenizer.encode([examples[i][1] for i in pairs]))) \
+        if pairs else {}
+    model = layer_model(encoder, layers)
+    for start in range(0, len(examples), batch_size):
+        packed = [pack(ids_a[i], ids_b.get(i), max_seq_length, tokenizer.cls_id,
+                       tokenizer.sep_id)
+                  for i in range(start, min(start + batch_size, len(examples)))]
+        # Pad to the longest in the batch: the outputs of real positions do not depend on
+        # padding (masked keys), and short batches run faster.
+        width = max(len(ids) for ids, _ in packed)
+        token_ids = np.zeros((len(packed), width), np.int32)
+        segment_ids = np.zeros_like(token_ids)
+        mask = np.zeros_like(token_ids)
+        for row, (ids, segments) in enumerate(packed):
+            token_ids[row, :len(ids)] = ids
+            segment_ids[row, :len(ids)] = segments
+            mask[row, :len(ids)] = 1
+        outputs = model.predict_on_batch({"token_ids": token_ids, "segment_ids": segment_ids,
+                                          "padding_mask": mask})
+        outputs = [np.asarray(o, np.float32) for o in outputs]    # each [B, width, H]
+        for row, (ids, _) in enumerate(packed):
+            features = []
+            for position, token_id in enumerate(ids):
+                features.append({
+                    "token": tokenizer.vocab[token_id],
+                    "layers": [{"index": index,
+                                "values": [round(float(x), 6) for x in out[row, position]]}
+                               for index, out in zip(layers, outputs)]})
+            yield {"linex_index": start + row, "features": features}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Write per-token vectors of chosen encoder layers as JSON lines.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    f = parser.add_argument
+    f("--input_file", required=True, help="one example per line; 'A ||| B' for pairs")
+    f("--output_file", required=True, help="JSON lines output")
+    f("--layers", default="-1,-2,-3,-4", help="layer indexes, -1 = last")
+    f("--max_seq_length", type=int, default=128)
+    f("--batch_size", type=int, default=32)
+    f("--init_checkpoint", default=None,
+      help="google TF1 checkpoint, HF directory or .keras file")
+    f("--vocab_file", default=None, help="default: vocab.txt beside the checkpoint")
+    f("--bert_config_file", default=None, help="default: the config beside the checkpoint")
+    f("--do_lower_case", type=str2bool, nargs="?", const=True, default=True)
+    return run_command(run, parser.parse_args(argv))
+
+
+def run(args):
+    from bert_tf.checkpoints import load_encoder
+    from bert_tf.tokenization import BertTokenizer
+    if not args.init_checkpoint:
+        raise ValueError("--init_checkpoint is required")
+    if args.max_seq_length < 3:
+        raise ValueError(f"--max_seq_length must be >= 3, got {args.max_seq_length}")
+    if args.batch_size < 1:
+        raise ValueError(f"--batch_size must be >= 1, got {args.batch_size}")
+    base = args.init_checkpoint if os.path.isdir(args.init_checkpoint) else \
+        os.path.dirname(args.init_checkpoint)
+    vocab_file = args.vocab_file or os.path.join(base, "vocab.txt")
+    if not os.path.exists(vocab_file):
+        raise ValueError(f"--vocab_file is required (no vocab.txt beside "
+                         f"{args.init_checkpoint})")
+    parse_layers(args.layers)             # the format, before the slow loading
+    examples = read_examples(args.input_file)
+    empty = sum(1 for a, b in examples if not a.strip() and not (b or "").strip())
+    encoder = load_encoder(args.init_checkpoint, bert_config_file=args.bert_config_file)
+    if args.max_seq_length > encoder.bert_config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length {args.max_seq_length} exceeds the model's "
+                         f"{encoder.bert_config.max_position_embeddings} positions")
+    layers = parse_layers(args.layers, encoder.bert_config.num_hidden_layers)
+    tokenizer = BertTokenizer(vocab_file, do_lower_case=args.do_lower_case)
+    tmp = args.output_file + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as out:
+        for n, record in enumerate(extract(encoder, tokenizer, examples, layers,
+                                           args.max_seq_length, args.batch_size), 1):
+            out.write(json.dumps(record) + "\n")
+            if n % 1000 == 0:
+                print(f"{n}/{len(examples)} examples", file=sys.stderr, flush=True)
+    os.replace(tmp, args.output_file)
+    print(f"{args.output_file}: {len(examples)} examples, {empty} empty lines",
+          file=sys.stderr, flush=True)
+    return len(examples)
+
+
+if __name__ == "__main__":
+    main()

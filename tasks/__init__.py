@@ -1,0 +1,1 @@
+"""Fine-tuning tasks: one module per task family (see README.md)."""

@@ -1,0 +1,120 @@
+"""extract_features: google's JSON layout, per-token values of the chosen layers equal to
+transformers' hidden states on the real MiniLM weights, pair packing and truncation, and
+bad input."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from bert_tf import extract_features
+
+LINES = ["The quick brown fox jumps.",
+         "Who was Jim Henson ? ||| Jim Henson was a puppeteer",
+         "",
+         "Zürich liegt am Zürichsee, naïve café."]
+
+
+@pytest.fixture(scope="module")
+def extracted(tmp_path_factory, minilm_dir):
+    tmp = tmp_path_factory.mktemp("extract")
+    input_file = tmp / "input.txt"
+    input_file.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    output_file = str(tmp / "out.jsonl")
+    count = extract_features.main([
+        "--input_file", str(input_file), "--output_file", output_file,
+        "--init_checkpoint", str(minilm_dir), "--layers=-1,-2,-3,-4,0",
+        "--max_seq_length", "32", "--batch_size", "3"])
+    with open(output_file, encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    return count, records, tmp
+
+
+def test_json_layout_tokens_and_order(extracted, minilm_dir):
+    from bert_tf.tokenization import BertTokenizer
+    count, records, tmp = extracted
+    assert count == len(records) == len(LINES)
+    assert not [p for p in os.listdir(tmp) if p.endswith(".tmp")]
+    tokenizer = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"))
+    for i, (line, record) in enumerate(zip(LINES, records)):
+        assert record["linex_index"] == i
+        a, _, b = line.partition(" ||| ")
+        expected = ["[CLS]"] + tokenizer.encode_as_tokens([a])[0] + ["[SEP]"]
+        if b:
+            expected += tokenizer.encode_as_tokens([b])[0] + ["[SEP]"]
+        assert [t["token"] for t in record["features"]] == expected
+        for token in record["features"]:
+            assert [layer["index"] for layer in token["layers"]] == [-1, -2, -3, -4, 0]
+            assert all(len(layer["values"]) == 384 for layer in token["layers"])
+            # google rounds to 6 decimals.
+            values = token["layers"][0]["values"]
+            assert values == [round(v, 6) for v in values]
+    assert [t["token"] for t in records[2]["features"]] == ["[CLS]", "[SEP]"]
+
+
+def test_values_match_transformers_hidden_states(extracted, minilm_dir):
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    from bert_tf.tokenization import BertTokenizer
+    _, records, _ = extracted
+    tokenizer = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"))
+    model = transformers.BertModel.from_pretrained(str(minilm_dir)).eval()
+    for line, record in zip(LINES, records):
+        tokens = [t["token"] for t in record["features"]]
+        ids = [tokenizer.vocab.index(t) for t in tokens]
+        sep = tokens.index("[SEP]")
+        segments = [0] * (sep + 1) + [1] * (len(tokens) - sep - 1)
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor([ids]), token_type_ids=torch.tensor([segments]),
+                        output_hidden_states=True)
+        # hidden_states[0] is the embeddings; layer i (0-based) is hidden_states[i + 1].
+        hidden = [h[0].numpy() for h in out.hidden_states[1:]]
+        for j, layer_index in enumerate([-1, -2, -3, -4, 0]):
+            ours = np.array([t["layers"][j]["values"] for t in record["features"]])
+            np.testing.assert_allclose(ours, hidden[layer_index], atol=2e-4)
+
+
+def test_lines_end_at_newline_only(tmp_path):
+    # google reads with readline(): only "\n" ends a line. Other Unicode separators stay
+    # inside the line (only the outer ones are stripped), so linex_index counts "\n" lines.
+    path = tmp_path / "lines.txt"
+    path.write_bytes("a\u2028b\r\n\u2028\nc ||| d\x0ce ||| f\n\n".encode("utf-8"))
+    assert extract_features.read_examples(str(path)) == [
+        ("a\u2028b", None), ("", None), ("c ||| d\x0ce", "f"), ("", None)]
+    path.write_bytes(b"")
+    assert extract_features.read_examples(str(path)) == []
+
+
+def test_pairs_are_truncated_from_the_longer_side():
+    ids, segments = extract_features.pack(list(range(10, 20)), [1, 2, 3], 10, 101, 102)
+    # Room for 10 - 3 = 7 pieces: the longer (A) loses its last ones until 4 + 3 fit.
+    assert ids == [101, 10, 11, 12, 13, 102, 1, 2, 3, 102]
+    assert segments == [0] * 6 + [1] * 4
+    ids, segments = extract_features.pack(list(range(10, 20)), None, 6, 101, 102)
+    assert ids == [101, 10, 11, 12, 13, 102] and segments == [0] * 6
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--layers=-1,7"], "index 7 is outside the encoder's 6 layers"),
+    (["--layers=last"], "--layers must be comma-separated integers"),
+    (["--max_seq_length", "1000"], "exceeds the model's 512 positions"),
+])
+def test_bad_flags_exit_with_one_line(tmp_path, capsys, minilm_dir, flags, message):
+    input_file = tmp_path / "in.txt"
+    input_file.write_text("hello\n")
+    with pytest.raises(SystemExit) as exit_info:
+        extract_features.main(["--input_file", str(input_file), "--output_file",
+                               str(tmp_path / "out.jsonl"), "--init_checkpoint",
+                               str(minilm_dir)] + flags)
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+    assert not os.path.exists(tmp_path / "out.jsonl")
+
+
+def test_missing_input_file(tmp_path, capsys, minilm_dir):
+    with pytest.raises(SystemExit):
+        extract_features.main(["--input_file", str(tmp_path / "nope.txt"), "--output_file",
+                               str(tmp_path / "o.jsonl"), "--init_checkpoint", str(minilm_dir)])
+    assert "nope.txt: file not found" in capsys.readouterr().err
