@@ -5,7 +5,6 @@ import os
 import platform
 import re
 import statistics
-import subprocess
 import sys
 import time
 

@@ -120,7 +120,6 @@ def measure(cmd, log_path):
 
 def record_stats(path, seq=128, pred=20):
     """What a shard holds: examples, random-next share, masked fraction, tokens/example."""
-    import numpy as np
     import tensorflow as tf
     from bert_tf.pretraining.data import feature_spec
     n = masked = tokens = random_next = 0

@@ -8,8 +8,16 @@ vocab as an asset, so the directory can be moved and served as is:
 
     tensorflow_model_server --model_name=bert --model_base_path=$PWD/models/bert_embeddings
 
-Tasks: pretraining (fill_mask), embeddings. Every SavedModel has the signatures
-serving_default (strings), serve_tokenized and serve_examples; see docs/serving.md.
+Tasks: pretraining (fill_mask) and embeddings from a pretrained checkpoint;
+classification, swag, ner and squad from the --output_dir of a fine-tuning run
+(tasks/glue.py, swag.py, ner.py, squad.py), which holds TASK_config.json,
+bert_config.json, vocab.txt and the weights:
+
+    python -m export.saved_model --task classification --checkpoint_dir runs/mrpc \\
+        --output_dir models/mrpc
+
+Every SavedModel has the signatures serving_default (strings), serve_tokenized and
+serve_examples; see docs/serving.md.
 """
 
 import argparse
@@ -17,7 +25,9 @@ import os
 import shutil
 import sys
 
-TASKS = ("pretraining", "embeddings")
+TASKS = ("pretraining", "embeddings", "classification", "swag", "ner", "squad")
+# --task -> the fine-tuning task whose run directory it exports.
+FINE_TUNED = {"classification": "glue", "swag": "swag", "ner": "ner", "squad": "squad"}
 
 
 def next_version(output_dir):
@@ -38,13 +48,18 @@ def find_vocab(checkpoint_dir, vocab_file=None):
     return path
 
 
-def build_module(task, checkpoint_dir, vocab_file, do_lower_case, max_seq_length,
+def build_module(task, checkpoint_dir, vocab_file, do_lower_case, max_seq_length=None,
                  dtype="float32", top_k=5):
-    """The serving module of `task`, with weights from `checkpoint_dir`."""
+    """The serving module of `task`, with weights from `checkpoint_dir` (a fine-tuning
+    run's output directory for the fine-tuned tasks). max_seq_length None: the run's own
+    (128 for the pretrained tasks)."""
+    if task in FINE_TUNED:
+        return build_task_module(task, checkpoint_dir, max_seq_length, dtype)
     from bert_tf.checkpoints import load_encoder, load_pretrainer
     from bert_tf.tokenization import BertTokenizer
     from export.serving import EmbeddingsModule, FillMaskModule
     policy = "mixed_bfloat16" if dtype == "bfloat16" else "float32"
+    max_seq_length = max_seq_length or 128
     tokenizer = BertTokenizer(vocab_file, do_lower_case=do_lower_case)
     if task == "pretraining":
         model = load_pretrainer(checkpoint_dir, dtype=policy)
@@ -53,6 +68,54 @@ def build_module(task, checkpoint_dir, vocab_file, do_lower_case, max_seq_length
         model = load_encoder(checkpoint_dir, dtype=policy)
         return EmbeddingsModule(model, tokenizer, max_seq_length)
     raise ValueError(f"--task must be one of {TASKS}, got {task!r}")
+
+
+def load_task_model(task, run_dir, dtype="float32"):
+    """(Keras model, TASK_config dict, BertTokenizer) of a fine-tuning run directory."""
+    policy = "mixed_bfloat16" if dtype == "bfloat16" else None
+    if not os.path.isdir(run_dir):
+        raise FileNotFoundError(f"--checkpoint_dir {run_dir}: not a directory (pass the "
+                                f"--output_dir of a tasks.{FINE_TUNED[task]} run)")
+    if task == "classification":
+        from tasks import glue
+        return glue.load_classifier(run_dir, dtype=policy)
+    if task == "swag":
+        from tasks import swag
+        return swag.load_multiple_choice(run_dir, dtype=policy)
+    if task == "ner":
+        from tasks import ner
+        return ner.load_ner_model(run_dir, dtype=policy)
+    from tasks import squad
+    return squad.load_squad_model(run_dir, dtype=policy)
+
+
+def build_task_module(task, run_dir, max_seq_length=None, dtype="float32"):
+    """The serving module of a fine-tuned task from its run directory."""
+    from export import serving
+    model, config, tokenizer = load_task_model(task, run_dir, dtype)
+    length = max_seq_length or config["max_seq_length"]
+    from bert_tf.config import BertConfig
+    positions = BertConfig.from_json_file(
+        os.path.join(run_dir, "bert_config.json")).max_position_embeddings
+    if not 3 <= length <= positions:
+        raise ValueError(f"--max_seq_length {length}: must be in [3, {positions}] (the "
+                         f"model's max_position_embeddings)")
+    if task == "classification":
+        return serving.ClassifierModule(model, tokenizer, length,
+                                        None if config["regression"] else config["labels"],
+                                        config["text_inputs"])
+    if task == "swag":
+        return serving.MultipleChoiceModule(model, tokenizer, length, config["num_choices"])
+    if task == "ner":
+        from export.ner import NerModule
+        return NerModule(model, tokenizer, length, config["labels"])
+    from export.squad import SquadModule
+    return SquadModule(model, tokenizer, length, doc_stride=config["doc_stride"],
+                       max_query_length=config["max_query_length"],
+                       n_best_size=config["n_best_size"],
+                       max_answer_length=config["max_answer_length"],
+                       version_2_with_negative=config["version_2_with_negative"],
+                       null_score_diff_threshold=config["null_score_diff_threshold"])
 
 
 def export(module, output_dir):
@@ -73,16 +136,20 @@ def main(argv=None):
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--task", required=True, choices=TASKS)
     p.add_argument("--checkpoint_dir", required=True,
-                   help="weights: google TF1, HF directory or .keras (vocab.txt beside)")
+                   help="pretraining/embeddings: google TF1, HF directory or .keras "
+                        "(vocab.txt beside); classification/swag/ner/squad: the "
+                        "--output_dir of the fine-tuning run")
     p.add_argument("--output_dir", required=True, help="models/NAME; versions go below it")
     p.add_argument("--vocab_file", default=None)
     p.add_argument("--do_lower_case", default="true", choices=("true", "false"))
-    p.add_argument("--max_seq_length", type=int, default=128)
+    p.add_argument("--max_seq_length", type=int, default=None,
+                   help="tokens per sequence (default: the fine-tuning run's, else 128)")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     p.add_argument("--top_k", type=int, default=5, help="fill_mask: tokens per mask")
     args = p.parse_args(argv)
     try:
-        vocab = find_vocab(args.checkpoint_dir, args.vocab_file)
+        vocab = None if args.task in FINE_TUNED else \
+            find_vocab(args.checkpoint_dir, args.vocab_file)
         module = build_module(args.task, args.checkpoint_dir, vocab,
                               args.do_lower_case == "true", args.max_seq_length, args.dtype,
                               args.top_k)

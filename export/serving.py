@@ -22,7 +22,8 @@ TOKENIZED_SPEC = {name: tf.TensorSpec([None, None], tf.int32, name=name)
 class ServingModule(tf.Module):
     """Base class: subclasses set TEXT_INPUTS (names of the tf.string inputs, all [batch])
     and implement `outputs_from_tokens(features)` and, if their text handling is not the
-    plain single/pair packing, `features_from_text(**texts)`."""
+    plain single/pair packing, `features_from_text(**texts)` (or `outputs_from_text` when
+    the outputs refer back to the text)."""
 
     TEXT_INPUTS = ("text",)
 
@@ -51,39 +52,63 @@ class ServingModule(tf.Module):
         segment_a = self.tokenizer(texts[names[0]])
         segment_b = self.tokenizer(texts[names[1]]) if len(names) > 1 else None
         if segment_b is not None:
-            tf.debugging.assert_equal(
-                tf.shape(texts[names[0]]), tf.shape(texts[names[1]]),
-                message=f"{names[0]} and {names[1]} must have the same batch size")
+            check_same_batch(texts, names)
         return self.packer(segment_a, segment_b)
+
+    def outputs_from_text(self, **texts):
+        """The text signature's work; tasks whose outputs refer back to the text (spans,
+        entities) override it."""
+        return self.outputs_from_tokens(self.features_from_text(**texts))
 
     def outputs_from_tokens(self, features):
         raise NotImplementedError
 
+    # -- signature specs (a task with other input shapes overrides them) ----------------
+
+    def text_spec(self):
+        return {n: tf.TensorSpec([None], tf.string, name=n) for n in self.TEXT_INPUTS}
+
+    def tokenized_spec(self):
+        return TOKENIZED_SPEC
+
+    def example_features(self):
+        """tf.io.parse_example spec of serve_examples: one bytes feature per text input."""
+        return {n: tf.io.FixedLenFeature([], tf.string) for n in self.TEXT_INPUTS}
+
     # -- signatures ----------------------------------------------------------------------
 
     def signatures(self):
-        text_spec = {n: tf.TensorSpec([None], tf.string, name=n) for n in self.TEXT_INPUTS}
+        text_spec = self.text_spec()
+        tokenized_spec = self.tokenized_spec()
 
         @tf.function(input_signature=[text_spec])
         def serve_text(texts):
-            return self.outputs_from_tokens(self.features_from_text(**texts))
+            return self.outputs_from_text(**texts)
 
-        @tf.function(input_signature=[TOKENIZED_SPEC])
+        @tf.function(input_signature=[tokenized_spec])
         def serve_tokenized(features):
             return self.outputs_from_tokens(features)
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
         def serve_examples(serialized):
-            spec = {n: tf.io.FixedLenFeature([], tf.string) for n in self.TEXT_INPUTS}
-            parsed = tf.io.parse_example(serialized, spec)
-            return self.outputs_from_tokens(self.features_from_text(**parsed))
+            parsed = tf.io.parse_example(serialized, self.example_features())
+            return self.outputs_from_text(**parsed)
 
         # Signatures take keyword tensors: unpack the dicts.
         return {
-            "serving_default": _kwargs(serve_text, self.TEXT_INPUTS),
-            "serve_tokenized": _kwargs(serve_tokenized, tuple(TOKENIZED_SPEC)),
+            "serving_default": _kwargs(serve_text, tuple(text_spec)),
+            "serve_tokenized": _kwargs(serve_tokenized, tuple(tokenized_spec)),
             "serve_examples": serve_examples.get_concrete_function(),
         }
+
+
+def check_same_batch(texts, names):
+    """InvalidArgument unless every input named has the same batch size."""
+    first = names[0]
+    for name in names[1:]:
+        tf.debugging.assert_equal(
+            tf.shape(texts[first])[0], tf.shape(texts[name])[0],
+            message=f"{first} and {name} must have the same batch size")
 
 
 class _Untracked:
@@ -170,3 +195,71 @@ class FillMaskModule(ServingModule):
                 "scores": tf.where(valid, scores, 0.0),
                 "positions": positions,
                 "num_masks": tf.reduce_sum(tf.cast(positions >= 0, tf.int32), 1)}
+
+
+class ClassifierModule(ServingModule):
+    """text_a [, text_b] -> probabilities [batch, K] (softmax of the logits), label_id
+    [batch], label [batch] (the label's name); a regression model -> score [batch].
+    The model is tasks.glue's classifier ({"logits"} or {"score"})."""
+
+    def __init__(self, model, tokenizer, max_seq_length, labels, text_inputs=("text_a",),
+                 name=None):
+        super().__init__(model, tokenizer, max_seq_length, name=name)
+        self.TEXT_INPUTS = tuple(text_inputs)
+        self.regression = not labels
+        if not self.regression:
+            self.label_names = tf.constant(list(labels))               # [K]
+
+    def outputs_from_tokens(self, features):
+        out = self.model(features, training=False)
+        if self.regression:
+            return {"score": _float32(out["score"])}
+        probabilities = tf.nn.softmax(_float32(out["logits"]))         # [batch, K]
+        label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+        return {"probabilities": probabilities, "label_id": label_id,
+                "label": tf.gather(self.label_names, label_id)}
+
+
+class MultipleChoiceModule(ServingModule):
+    """context [batch], endings [batch, C] -> probabilities [batch, C] (softmax over the
+    choices), choice [batch] (index of the most probable ending). The model is
+    tasks.swag's ({"logits": [batch, C]} from inputs [batch, C, seq]).
+
+    Each choice is packed as [CLS] context [SEP] ending [SEP], as tasks.swag packs
+    [CLS] sent1 [SEP] sent2 + " " + ending [SEP]: put SWAG's shared start (sent2) in front
+    of every ending."""
+
+    TEXT_INPUTS = ("context", "endings")
+
+    def __init__(self, model, tokenizer, max_seq_length, num_choices=4, name=None):
+        super().__init__(model, tokenizer, max_seq_length, name=name)
+        self.num_choices = num_choices
+
+    def text_spec(self):
+        return {"context": tf.TensorSpec([None], tf.string, name="context"),
+                "endings": tf.TensorSpec([None, self.num_choices], tf.string,
+                                         name="endings")}
+
+    def tokenized_spec(self):
+        return {n: tf.TensorSpec([None, self.num_choices, None], tf.int32, name=n)
+                for n in TOKENIZED_SPEC}
+
+    def example_features(self):
+        return {"context": tf.io.FixedLenFeature([], tf.string),
+                "endings": tf.io.FixedLenFeature([self.num_choices], tf.string)}
+
+    def features_from_text(self, context, endings):
+        check_same_batch({"context": context, "endings": endings}, ("context", "endings"))
+        tf.debugging.assert_equal(tf.shape(endings)[1], self.num_choices, message=(
+            f"endings must be [batch, {self.num_choices}]: one row of endings per context"))
+        c, length = self.num_choices, self.packer.seq_length
+        first = self.tokenizer(tf.repeat(context, c))                  # [batch * C, (a)]
+        second = self.tokenizer(tf.reshape(endings, [-1]))             # [batch * C, (b)]
+        packed = self.packer(first, second)                            # [batch * C, seq]
+        return {k: tf.reshape(v, [-1, c, length]) for k, v in packed.items()}
+
+    def outputs_from_tokens(self, features):
+        logits = _float32(self.model(features, training=False)["logits"])  # [batch, C]
+        probabilities = tf.nn.softmax(logits)
+        return {"probabilities": probabilities,
+                "choice": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}

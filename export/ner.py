@@ -1,0 +1,168 @@
+"""NerModule: raw text -> named entities, computed in the graph the way tasks/ner.py does
+in Python (split_words, create_features, word_tags, entities):
+
+1. words: maximal runs of non-whitespace characters (Python's \\s), with their offsets;
+2. each word tokenized alone; a word the tokenizer deletes becomes one [UNK], a word of
+   more pieces than fit is cut;
+3. consecutive parts of at most max_seq_length - 2 pieces, cut between words (greedy,
+   as create_features), each packed [CLS] pieces [SEP] — long texts are split, never cut;
+4. each word's tag = argmax of the logits at its first piece;
+5. entities from the word tags with conlleval's chunk rules (tasks/conlleval.py), their
+   characters from the first word's start to the last word's end.
+
+Outputs are dense, as TF Serving returns them: label, text [batch, max entities]
+(tf.string), start_char, end_char [batch, max entities] (int32 character offsets, end
+exclusive; -1 in the padding), num_entities [batch].
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from export import text_offsets
+from export.serving import ServingModule, _float32
+
+
+def chunk_tables(labels):
+    """conlleval's chunk decisions between every two tags, read off tasks.conlleval.chunks
+    itself: (starts, ends, types) with starts/ends bool [K + 1, K + 1] indexed [previous
+    tag, tag] (index K = the sentence boundary, an "O") and types [K + 1] the chunk type of
+    each tag. starts[a, b]: a chunk starts at b after a; ends[a, b]: a chunk that is open
+    at a ends before b."""
+    from tasks import conlleval
+    names = list(labels) + ["O"]
+    k = len(names)
+    starts = np.zeros([k, k], bool)
+    ends = np.zeros([k, k], bool)
+    for a in range(k):
+        for b in range(k):
+            found = conlleval.chunks([names[a], names[b]])
+            starts[a, b] = any(first == 1 for first, _, _ in found)
+            ends[a, b] = any(first == 0 and end == 1 for first, end, _ in found)
+    types = [conlleval.split_tag(name)[1] for name in names]
+    return starts, ends, types
+
+
+def chunk_spans(tags, row_splits, starts, ends, boundary):
+    """Entities of tag sequences, with conlleval's rules, vectorised.
+
+    tags: int [W] tag ids of all words, rows given by row_splits [batch + 1] (int64);
+    starts, ends: the bool tables of `chunk_tables`; boundary: the boundary tag's index.
+    Returns (first, end) int64 [E]: global word indexes of each entity, end exclusive,
+    in order. A chunk opens where starts[previous, tag] and closes before the next word
+    where ends[previous, tag] (or at the end of its row); conlleval never opens a chunk
+    while one is open without closing it, so this is its left-to-right scan.
+    """
+    tags = tf.cast(tags, tf.int64)
+    n = tf.size(tags, out_type=tf.int64)
+    index = tf.range(n)
+    rows = text_offsets.row_ids(row_splits)
+    first_in_row = tf.equal(index, tf.gather(row_splits, rows))
+    boundary = tf.constant(boundary, tf.int64)
+    previous = tf.where(first_in_row, boundary, tf.concat([[boundary], tags], 0)[:-1])
+    pair = tf.stack([previous, tags], axis=1)                              # [W, 2]
+    opens = tf.gather_nd(starts, pair)
+    closes_before = tf.gather_nd(ends, pair) & ~first_in_row
+    first = tf.boolean_mask(index, opens)                                  # [E]
+    # Where chunks may close: before a closing word, or at the end of each row.
+    closings = tf.sort(tf.concat([tf.boolean_mask(index, closes_before),
+                                  row_splits[1:]], 0))
+    end = tf.gather(closings, tf.searchsorted(closings, first, side="right"))
+    return first, end
+
+
+class NerModule(ServingModule):
+    """text [batch] -> entities; see the module docstring. serve_tokenized returns the
+    per-piece logits [batch, seq, K], label_id and label [batch, seq]."""
+
+    def __init__(self, model, tokenizer, max_seq_length, labels, name=None):
+        super().__init__(model, tokenizer, max_seq_length, name=name)
+        self.label_names = tf.constant(list(labels))                      # [K]
+        starts, ends, types = chunk_tables(labels)
+        self.chunk_starts = tf.constant(starts)
+        self.chunk_ends = tf.constant(ends)
+        self.chunk_types = tf.constant(types)
+        self.boundary = len(labels)
+        self.whitespace = text_offsets.python_whitespace()
+
+    def outputs_from_tokens(self, features):
+        logits = _float32(self.model(features, training=False)["logits"])  # [batch, seq, K]
+        label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        return {"logits": logits, "label_id": label_id,
+                "label": tf.gather(self.label_names, label_id)}
+
+    def outputs_from_text(self, text):
+        room = self.packer.seq_length - 2
+        words, begin, end = text_offsets.split_words(text, self.whitespace)
+        words = words.with_row_splits_dtype(tf.int64)
+        word_splits = words.row_splits                                     # [batch + 1]
+        begin, end = begin.flat_values, end.flat_values                    # [W] bytes
+
+        # Every word tokenized alone; no pieces -> one [UNK]; at most `room` pieces.
+        pieces = self.tokenizer(words.flat_values).with_row_splits_dtype(tf.int64)
+        empty = tf.equal(pieces.row_lengths(), 0)
+        unk = tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(tf.cast(empty, tf.int32))], self.tokenizer.unk_id),
+            tf.cast(empty, tf.int64), validate=False)
+        pieces = tf.concat([pieces, unk], axis=1)[:, :room]                # [W, (pieces)]
+        piece_splits = pieces.row_splits                                   # [W + 1]
+
+        part_first, part_end = self._parts(piece_splits, word_splits, room)   # [P] words
+        packed = self.packer(tf.RaggedTensor.from_row_splits(
+            pieces.flat_values,
+            tf.concat([[0], tf.gather(piece_splits, part_end)], 0), validate=False))
+        logits = _float32(self.model(packed, training=False)["logits"])    # [P, seq, K]
+
+        # Each word's tag: the argmax at its first piece.
+        n_words = tf.size(begin, out_type=tf.int64)
+        word = tf.range(n_words)
+        part = tf.searchsorted(part_first, word, side="right", out_type=tf.int64) - 1
+        position = 1 + tf.gather(piece_splits, word) - \
+            tf.gather(piece_splits, tf.gather(part_first, part))
+        word_logits = tf.gather_nd(logits, tf.stack([part, position], axis=1))   # [W, K]
+        tags = tf.argmax(word_logits, axis=-1, output_type=tf.int64)
+
+        first, last = chunk_spans(tags, word_splits, self.chunk_starts, self.chunk_ends,
+                                  self.boundary)
+        last = last - 1                                                    # inclusive
+        rows = tf.gather(text_offsets.row_ids(word_splits), first)         # [E]
+        start_byte, end_byte = tf.gather(begin, first), tf.gather(end, last)
+        nrows = tf.shape(text, out_type=tf.int64)[0]
+        as_int32 = lambda x: tf.cast(x, tf.int32)
+        return {
+            "label": text_offsets.pad_rows(
+                tf.gather(self.chunk_types, tf.gather(tags, last)), rows, nrows, ""),
+            "text": text_offsets.pad_rows(
+                text_offsets.substrings(text, rows, start_byte, end_byte), rows, nrows, ""),
+            "start_char": as_int32(text_offsets.pad_rows(
+                text_offsets.byte_to_char(text, rows, start_byte), rows, nrows, -1)),
+            "end_char": as_int32(text_offsets.pad_rows(
+                text_offsets.byte_to_char(text, rows, end_byte), rows, nrows, -1)),
+            "num_entities": as_int32(tf.math.bincount(
+                as_int32(rows), minlength=as_int32(nrows), maxlength=as_int32(nrows))),
+        }
+
+    @staticmethod
+    def _parts(piece_splits, word_splits, room):
+        """Greedy parts of every text, as tasks.ner.create_features cuts them: from the
+        first word on, as many whole words as fit in `room` pieces (a word never has more).
+        Returns (first word, end word) int64 [P] (global indexes, end exclusive), in
+        order. Texts without words get no part."""
+        row_limit = word_splits[1:]
+
+        def body(position, firsts, ends):
+            active = position < row_limit
+            fits = tf.searchsorted(piece_splits, tf.gather(piece_splits, position) + room,
+                                   side="right", out_type=tf.int64) - 1
+            following = tf.minimum(tf.maximum(fits, position + 1), row_limit)
+            firsts = tf.concat([firsts, tf.boolean_mask(position, active)], 0)
+            ends = tf.concat([ends, tf.boolean_mask(following, active)], 0)
+            return tf.where(active, following, position), firsts, ends
+
+        empty = tf.zeros([0], tf.int64)
+        _, firsts, ends = tf.while_loop(
+            lambda position, *_: tf.reduce_any(position < row_limit), body,
+            (word_splits[:-1], empty, empty),
+            shape_invariants=(tf.TensorShape([None]), tf.TensorShape([None]),
+                              tf.TensorShape([None])))
+        order = tf.argsort(firsts)
+        return tf.gather(firsts, order), tf.gather(ends, order)

@@ -1,0 +1,212 @@
+"""SquadModule: question + context -> answer, computed in the graph with the rules of
+tasks/squad.py (features) and tasks/squad_postprocess.py (decoding):
+
+1. the question's pieces, cut at max_query_length; the context split on run_squad's
+   whitespace, each word tokenized alone with its offsets;
+2. doc-stride windows over the context pieces ([CLS] question [SEP] window [SEP]), as
+   many as the context needs (a long context is windowed, never cut);
+3. max context: a piece in several windows counts only in the window where
+   min(left, right) + 0.01 * window length is largest (the first on ties);
+4. per window, the n_best_size best starts (context pieces with their max context) and
+   ends (context pieces); pairs with start <= end < start + max_answer_length; the best
+   start + end logit over all windows (first in window, start rank, end rank order on
+   ties, as the stable sort of the Python decoder);
+5. v2.0: null score = min over windows of start[CLS] + end[CLS]; no answer when
+   null - best > null_score_diff_threshold.
+
+Outputs, per question: answer (tf.string, the exact characters of the context), score
+(start + end logit; the null score when there is no answer; -inf when nothing could be
+scored), start_char, end_char (int32 character offsets into the context, end exclusive;
+-1 for no answer), and for v2.0 models is_impossible and null_score_diff.
+serve_tokenized returns the start and end logits of the windows it is given.
+"""
+
+import tensorflow as tf
+
+from export import text_offsets
+from export.serving import ServingModule, _float32, check_same_batch
+
+
+def _gather_or(params, indices, valid, default):
+    """params[indices] where valid, else default (params may be empty)."""
+    padded = tf.concat([params, tf.fill([1], tf.cast(default, params.dtype))], 0)
+    n = tf.shape(params, out_type=indices.dtype)[0]
+    return tf.gather(padded, tf.where(valid, indices, n))
+
+
+class SquadModule(ServingModule):
+    """question, context [batch] -> answer; see the module docstring."""
+
+    TEXT_INPUTS = ("question", "context")
+
+    def __init__(self, model, tokenizer, max_seq_length, doc_stride=128, max_query_length=64,
+                 n_best_size=20, max_answer_length=30, version_2_with_negative=False,
+                 null_score_diff_threshold=0.0, name=None):
+        super().__init__(model, tokenizer, max_seq_length, name=name)
+        if max_seq_length <= max_query_length + 3:
+            raise ValueError(f"max_seq_length ({max_seq_length}) must be greater than "
+                             f"max_query_length ({max_query_length}) + 3")
+        for key, value in (("doc_stride", doc_stride), ("n_best_size", n_best_size),
+                           ("max_answer_length", max_answer_length)):
+            if value < 1:
+                raise ValueError(f"{key} must be >= 1, got {value}")
+        self.doc_stride = int(doc_stride)
+        self.max_query_length = int(max_query_length)
+        self.n_best_size = int(n_best_size)
+        self.max_answer_length = int(max_answer_length)
+        self.version_2_with_negative = bool(version_2_with_negative)
+        self.null_score_diff_threshold = float(null_score_diff_threshold)
+        self.whitespace = text_offsets.SQUAD_WHITESPACE
+
+    def outputs_from_tokens(self, features):
+        out = self.model(features, training=False)
+        return {"start_logits": _float32(out["start_logits"]),
+                "end_logits": _float32(out["end_logits"])}
+
+    # -- text -> windows ----------------------------------------------------------------
+
+    def _windows(self, question, context):
+        """Windows of every question: model inputs [N, seq] and what decoding needs."""
+        seq = self.packer.seq_length
+        t = self.tokenizer
+        query = t(question).with_row_splits_dtype(tf.int64)[:, :self.max_query_length]
+        query_length = query.row_lengths()                                 # [batch]
+
+        words, word_begin, _ = text_offsets.split_words(context, self.whitespace)
+        words = words.with_row_splits_dtype(tf.int64)
+        pieces, piece_begin, piece_end = t.tokenize_with_offsets(words.flat_values)
+        pieces = pieces.with_row_splits_dtype(tf.int64)                    # [W, (pieces)]
+        piece_word = text_offsets.row_ids(pieces.row_splits)               # [P]
+        base = tf.gather(word_begin.flat_values, piece_word)
+        piece_bytes = (base + piece_begin.flat_values, base + piece_end.flat_values)
+        doc_splits = tf.gather(pieces.row_splits, words.row_splits)        # [batch + 1]
+        num_doc = doc_splits[1:] - doc_splits[:-1]                         # [batch]
+
+        # tasks.squad_postprocess.doc_spans: windows of max_doc pieces every
+        # min(doc_stride, max_doc) pieces, the last reaching the end; none without pieces.
+        max_doc = seq - query_length - 3                                   # [batch]
+        step = tf.minimum(tf.constant(self.doc_stride, tf.int64), max_doc)
+        extra = tf.maximum(num_doc - max_doc, 0)
+        count = tf.where(num_doc > 0, 1 + (extra + step - 1) // step, 0)  # [batch]
+        window_splits = tf.concat([[0], tf.cumsum(count)], 0)
+        example = text_offsets.row_ids(window_splits)                      # [N]
+        n = tf.size(example, out_type=tf.int64)
+        window_start = (tf.range(n) - tf.gather(window_splits, example)) * \
+            tf.gather(step, example)                                       # [N] pieces
+        window_length = tf.minimum(tf.gather(num_doc, example) - window_start,
+                                   tf.gather(max_doc, example))            # [N]
+
+        col = tf.range(seq, dtype=tf.int64)[None, :]                       # [1, seq]
+        q_len = tf.gather(query_length, example)[:, None]                  # [N, 1]
+        doc_offset = q_len + 2                                             # [CLS] q [SEP]
+        length = window_length[:, None]
+        in_doc = (col >= doc_offset) & (col < doc_offset + length)         # [N, seq]
+        end = doc_offset + length + 1
+        piece = tf.gather(doc_splits, example)[:, None] + window_start[:, None] + \
+            col - doc_offset                                               # [N, seq] global
+        piece = tf.where(in_doc, piece, 0)
+        query_dense = tf.gather(query.to_tensor(
+            default_value=t.pad_id, shape=[None, self.max_query_length]), example)
+        query_tokens = tf.gather(query_dense, tf.clip_by_value(
+            col - 1, 0, self.max_query_length - 1) + tf.zeros_like(piece), batch_dims=1)
+        doc_tokens = _gather_or(pieces.flat_values, piece, in_doc, t.pad_id)
+        tokens = tf.where(in_doc, doc_tokens, t.pad_id)
+        tokens = tf.where((col >= 1) & (col <= q_len), query_tokens, tokens)
+        tokens = tf.where((col == q_len + 1) | (col == end - 1), t.sep_id, tokens)
+        tokens = tf.where(col == 0, t.cls_id, tokens)
+        features = {"token_ids": tokens,
+                    "segment_ids": tf.cast((col >= doc_offset) & (col < end), tf.int32),
+                    "padding_mask": tf.cast(col < end, tf.int32)}
+
+        # Max context (tasks.squad_postprocess.max_context_window), scores in float64 as
+        # numpy computes them; the first window wins ties.
+        score = tf.cast(tf.minimum(col - doc_offset, doc_offset + length - 1 - col),
+                        tf.float64) + 0.01 * tf.cast(length, tf.float64)
+        num_pieces = tf.size(pieces.flat_values, out_type=tf.int64)
+        segment = tf.where(in_doc, piece, num_pieces)                      # [N, seq]
+        best = tf.math.unsorted_segment_max(
+            tf.where(in_doc, score, -float("inf")), segment, num_pieces + 1)
+        window = tf.range(n)[:, None] + tf.zeros_like(col)
+        first = tf.math.unsorted_segment_min(
+            tf.where(in_doc & (score == tf.gather(best, segment)), window, n), segment,
+            num_pieces + 1)
+        max_context = in_doc & tf.equal(tf.gather(first, segment), window)
+        return features, {"example": example, "in_doc": in_doc, "max_context": max_context,
+                          "piece": piece, "piece_bytes": piece_bytes}
+
+    # -- decoding ------------------------------------------------------------------------
+
+    def outputs_from_text(self, question, context):
+        check_same_batch({"question": question, "context": context}, self.TEXT_INPUTS)
+        features, w = self._windows(question, context)
+        logits = self.outputs_from_tokens(features)
+        start_logits, end_logits = logits["start_logits"], logits["end_logits"]  # [N, seq]
+        batch = tf.shape(question, out_type=tf.int64)[0]
+        example, in_doc = w["example"], w["in_doc"]
+        k = min(self.n_best_size, self.packer.seq_length)
+        neg_inf = -float("inf")
+
+        # The k best starts (context pieces with max context) and ends (context pieces) of
+        # each window; top_k puts the lower index first on ties, like a stable sort.
+        start_ok = in_doc & w["max_context"]
+        start_value, start_index = tf.math.top_k(tf.where(start_ok, start_logits, neg_inf), k)
+        end_value, end_index = tf.math.top_k(tf.where(in_doc, end_logits, neg_inf), k)
+        start_ok = tf.gather(start_ok, start_index, batch_dims=1)          # [N, k]
+        end_ok = tf.gather(in_doc, end_index, batch_dims=1)
+        s, e = start_index[:, :, None], end_index[:, None, :]              # [N, k, 1], [N, 1, k]
+        pair_ok = start_ok[:, :, None] & end_ok[:, None, :] & (s <= e) & \
+            (e < s + self.max_answer_length)                               # [N, k, k]
+        pair_score = tf.cast(start_value, tf.float64)[:, :, None] + \
+            tf.cast(end_value, tf.float64)[:, None, :]
+        pair_score = tf.reshape(tf.where(pair_ok, pair_score, neg_inf), [-1, k * k])
+        pair_ok = tf.reshape(pair_ok, [-1, k * k])                         # [N, k * k]
+
+        # Best pair of each question: highest score, then the first in (window, start rank,
+        # end rank) order.
+        has_answer = tf.math.unsorted_segment_sum(
+            tf.reduce_sum(tf.cast(pair_ok, tf.int64), 1), example, batch) > 0   # [batch]
+        best = tf.math.unsorted_segment_max(tf.reduce_max(pair_score, 1), example, batch)
+        n = tf.shape(pair_score, out_type=tf.int64)[0]
+        pair_id = tf.range(n * k * k, dtype=tf.int64)
+        is_best = pair_ok & tf.equal(pair_score, tf.gather(best, example)[:, None])
+        chosen = tf.math.unsorted_segment_min(
+            tf.boolean_mask(pair_id, tf.reshape(is_best, [-1])),
+            tf.boolean_mask(tf.repeat(example, k * k), tf.reshape(is_best, [-1])), batch)
+        window = tf.where(has_answer, chosen // (k * k), 0)
+        rank = chosen % (k * k)
+        start = _gather_or(tf.reshape(start_index, [-1]), window * k + rank // k,
+                           has_answer, 0)
+        end = _gather_or(tf.reshape(end_index, [-1]), window * k + rank % k, has_answer, 0)
+        piece_of = lambda position: _gather_or(
+            tf.reshape(w["piece"], [-1]), window * self.packer.seq_length +
+            tf.cast(position, tf.int64), has_answer, 0)
+        start_byte = _gather_or(w["piece_bytes"][0], piece_of(start), has_answer, 0)
+        end_byte = _gather_or(w["piece_bytes"][1], piece_of(end), has_answer, 0)
+        rows = tf.range(batch)
+        answer = text_offsets.substrings(context, rows, start_byte, end_byte)
+        start_char = text_offsets.byte_to_char(context, rows, start_byte)
+        end_char = text_offsets.byte_to_char(context, rows, end_byte)
+        score = tf.where(has_answer, best, neg_inf)
+
+        outputs = {}
+        impossible = ~has_answer
+        if self.version_2_with_negative:
+            null = tf.cast(start_logits[:, 0], tf.float64) + \
+                tf.cast(end_logits[:, 0], tf.float64)                      # [N]
+            has_window = tf.math.unsorted_segment_sum(tf.ones_like(example), example,
+                                                      batch) > 0
+            null = tf.where(has_window,
+                            tf.math.unsorted_segment_min(null, example, batch), neg_inf)
+            diff = tf.where(has_answer, null - best, float("inf"))
+            impossible = diff > self.null_score_diff_threshold
+            score = tf.where(impossible, null, score)
+            outputs["is_impossible"] = impossible
+            outputs["null_score_diff"] = _float32(diff)
+        outputs.update(
+            answer=tf.where(impossible, "", answer),
+            score=_float32(score),
+            start_char=tf.cast(tf.where(impossible, tf.constant(-1, tf.int64), start_char),
+                               tf.int32),
+            end_char=tf.cast(tf.where(impossible, tf.constant(-1, tf.int64), end_char),
+                             tf.int32))
+        return outputs

@@ -1,0 +1,87 @@
+"""Words and character offsets of raw strings, in TensorFlow ops (for the span-producing
+signatures: NER entities and SQuAD answers point back into the text they were given).
+
+Offsets out of the signatures are *character* offsets (Unicode code points, end
+exclusive), as Python's `text[start:end]` counts them, so they equal what tasks/ner.py and
+tasks/squad_postprocess.py compute in Python. Invalid UTF-8 bytes count as one character
+per invalid sequence (U+FFFD, the replacement Python's `decode(errors="replace")` makes).
+"""
+
+import re
+
+import tensorflow as tf
+
+# run_squad.py's whitespace (tasks/squad.py splits contexts on the same set).
+SQUAD_WHITESPACE = " \t\r\n\u202f"
+
+
+def python_whitespace():
+    """The characters Python's regular expression \\s matches in a str (what
+    tasks.ner.split_words splits on): ASCII whitespace, \\x1c-\\x1f, and Unicode spaces."""
+    return "".join(chr(c) for c in range(0x110000) if re.match(r"\s", chr(c)))
+
+
+def split_words(texts, whitespace):
+    """texts: tf.string [batch] -> (words tf.string, begin, end int64 byte offsets), each a
+    RaggedTensor [batch, (words)]: the maximal runs of characters not in `whitespace` (a
+    str). Done on code points rather than with a regex op: tf-text's regex_split stops at
+    a NUL byte."""
+    chars, starts = tf.strings.unicode_decode_with_offsets(texts, "UTF-8", errors="replace")
+    chars = chars.with_row_splits_dtype(tf.int64)
+    starts = starts.with_row_splits_dtype(tf.int64)
+    cps, splits = chars.flat_values, chars.row_splits                      # [C], [batch + 1]
+    n = tf.size(cps, out_type=tf.int64)
+    rows = row_ids(splits)                                                 # [C]
+    space = tf.reduce_any(tf.equal(cps[:, None], tf.constant(
+        [ord(c) for c in whitespace], tf.int32)[None, :]), axis=1)         # [C]
+    index = tf.range(n)
+    first = tf.equal(index, tf.gather(splits, rows))
+    last = tf.equal(index + 1, tf.gather(splits, rows + 1))
+    space_before = tf.concat([[True], space], 0)[:-1] | first
+    space_after = tf.concat([space, [True]], 0)[1:] | last
+    word_first = tf.where(~space & space_before)[:, 0]                     # [words]
+    word_last = tf.where(~space & space_after)[:, 0]
+    # A word ends where its next character starts (or at the end of the text).
+    line_bytes = tf.cast(tf.strings.length(texts), tf.int64)
+    next_start = tf.concat([starts.flat_values, [0]], 0)[1:]
+    char_end = tf.where(last, tf.gather(line_bytes, rows), next_start)     # [C]
+    begin = tf.gather(starts.flat_values, word_first)
+    end = tf.gather(char_end, word_last)
+    word_rows = tf.gather(rows, word_first)
+    nrows = tf.shape(texts, out_type=tf.int64)[0]
+    ragged = lambda values: tf.RaggedTensor.from_value_rowids(values, word_rows, nrows=nrows,
+                                                              validate=False)
+    return ragged(substrings(texts, word_rows, begin, end)), ragged(begin), ragged(end)
+
+
+def row_ids(row_splits):
+    """Row of each value of a ragged tensor with these row splits ([n] int64). (O(n log
+    rows); RaggedTensor.value_rowids builds a [rows, longest row] mask.)"""
+    n = row_splits[-1]
+    return tf.searchsorted(row_splits[1:], tf.range(n, dtype=row_splits.dtype), side="right",
+                           out_type=row_splits.dtype)
+
+
+def byte_to_char(texts, rows, byte_offsets):
+    """Byte offsets into texts[rows] -> character offsets. texts: tf.string [batch]; rows,
+    byte_offsets: int64 [n] (offsets on character boundaries, or the text's length)."""
+    _, starts = tf.strings.unicode_decode_with_offsets(texts, "UTF-8", errors="replace")
+    line_bytes = tf.cast(tf.strings.length(texts), tf.int64)              # [batch]
+    base = tf.cumsum(line_bytes, exclusive=True)                          # [batch]
+    starts = starts.with_row_splits_dtype(tf.int64)
+    # Every character's first byte, counted from the start of the first text: sorted.
+    flat = starts.flat_values + tf.gather(base, row_ids(starts.row_splits))   # [chars]
+    global_offsets = byte_offsets + tf.gather(base, rows)
+    chars_before = tf.searchsorted(flat, global_offsets, side="left", out_type=tf.int64)
+    return chars_before - tf.gather(starts.row_splits, rows)
+
+
+def substrings(texts, rows, begin, end):
+    """texts[rows][begin:end] in bytes: tf.string [n]."""
+    return tf.strings.substr(tf.gather(texts, rows), begin, end - begin, unit="BYTE")
+
+
+def pad_rows(values, rows, nrows, default):
+    """Values [n] of rows [n] (sorted) -> dense [nrows, longest row], padded with default."""
+    ragged = tf.RaggedTensor.from_value_rowids(values, rows, nrows=nrows, validate=False)
+    return ragged.to_tensor(default_value=default)

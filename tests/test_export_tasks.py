@@ -1,0 +1,604 @@
+"""Export of the fine-tuned task models (classification, swag, ner, squad): each exported
+signature against the Keras model + the tasks' own Python pre/post-processing, a fresh
+process with only tensorflow + tensorflow_text after the directory moved, and the inputs
+a server must survive.
+
+The task directories are made here: tiny random encoders (L=2, H=32) with a small vocab,
+saved the way a fine-tuning run leaves them (tasks/task_dir.py). Each is exported once per
+module (module-scoped fixtures): a SavedModel save costs seconds.
+"""
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from export.saved_model import build_module, export, load_task_model, main
+from tests.test_export import SAVED_MODEL_CLI
+
+SEQ = 24
+VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(".,!?;:'\"()-") +
+         "the quick brown fox jumps over lazy dog paris is capital of france john smith "
+         "lives in new york what where who does city river long name was born".split() +
+         list("abcdefghijklmnopqrstuvwxyz0123456789") +
+         ["##" + c for c in "abcdefghijklmnopqrstuvwxyz0123456789"] + ["##ing", "##ed"])
+
+TEXTS_A = ["The quick brown fox jumps over the lazy dog.", "Héllo, Wörld! 中文 ΟΔΟΣ",
+           "john smith lives in new york", "   ", "paris is the capital of france " * 4]
+TEXTS_B = ["a dog", "", "who lives in new york?", "what", "x"]
+NER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "E-LOC", "S-MISC"]
+
+# Inputs a server must survive, in every text signature: each row gives defined outputs,
+# never a crash. (Batches of 0 and mismatched batch sizes are checked per signature.)
+HOSTILE = [
+    "",                                            # empty
+    " \t\n ",                                      # whitespace only
+    "the quick brown fox jumps " * 4000,           # 100 KB of words: split / windowed
+    "a" * 100_000,                                 # a 100 KB word: one [UNK]
+    "\x00\x01\x1f control \u200b chars \x7f",      # control and zero-width characters
+    "emoji 😀🎉 👩‍👩‍👧 " * 40,                      # emoji, ZWJ sequences
+    "中文字符 ΟΔΟΣ Ünïcödé\u00a0nbsp\u3000x",        # CJK, Greek, accents, Unicode spaces
+]
+HOSTILE_BYTES = [b"\xff\xfe invalid utf-8 \xc3", b"\xed\xa0\x80 surrogate \xe2\x82"]
+
+
+def hostile_batch():
+    return tf.constant([t.encode("utf-8") for t in HOSTILE] + HOSTILE_BYTES)
+
+
+def make_run_dir(root, task, task_config, build_model, seed=0):
+    """A fine-tuning run's directory with a tiny random model: TASK_config.json,
+    bert_config.json, vocab.txt, last.weights.h5."""
+    import keras
+    from bert_tf.config import BertConfig
+    from bert_tf.encoder import BertEncoder
+    from tasks import task_dir
+    os.makedirs(root, exist_ok=True)
+    vocab = os.path.join(root, "vocab.source.txt")
+    with open(vocab, "w", encoding="utf-8") as f:
+        f.write("\n".join(VOCAB) + "\n")
+    # A larger initializer than BERT's 0.02 makes the random predictions decisive (and
+    # varied), so that parity compares real decisions.
+    config = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=64,
+                        max_position_embeddings=64, initializer_range=0.5)
+    keras.utils.set_random_seed(seed)
+    model = build_model(BertEncoder.from_config_object(config))
+    model.save_weights(os.path.join(root, "last.weights.h5"))
+    task_dir.save_task_files(root, task, dict(task_config, max_seq_length=SEQ,
+                                              do_lower_case=True), config, vocab)
+    os.remove(vocab)
+    return root
+
+
+@functools.lru_cache(maxsize=None)
+def task_model(task, run):
+    """(model, config, tokenizer) of a run directory, loaded once per test session."""
+    return load_task_model(task, run)
+
+
+def traced(module):
+    """The module's text signature as a traced tf.function, without saving (for variants
+    of an exported model: tracing one function costs less than a save)."""
+    return tf.function(module.outputs_from_text)
+
+
+def features_dict(features):
+    return {k: tf.constant(features[k]) for k in ("token_ids", "segment_ids", "padding_mask")}
+
+
+def example(**features):
+    """A serialized tf.Example with bytes features (str or list of str)."""
+    def feature(value):
+        values = value if isinstance(value, list) else [value]
+        return tf.train.Feature(bytes_list=tf.train.BytesList(
+            value=[v.encode("utf-8") for v in values]))
+    return tf.train.Example(features=tf.train.Features(feature={
+        k: feature(v) for k, v in features.items()})).SerializeToString()
+
+
+def assert_invalid_argument(fn, **inputs):
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        fn(**inputs)
+
+
+# ----------------------------------------------------------------------------- classification
+
+@pytest.fixture(scope="module")
+def classifier_runs(tmp_path_factory):
+    """A pair classifier and a single-text regressor, both exported."""
+    from tasks import glue
+    root = tmp_path_factory.mktemp("classification")
+    pair = make_run_dir(str(root / "run_pair"), "glue", {
+        "task": "glue", "task_name": "custom", "labels": ["neg", "neutral", "pos"],
+        "regression": False, "num_classes": 3, "text_inputs": ["text_a", "text_b"],
+        "dropout": None}, lambda e: glue.build_classifier_model(e, 3), seed=1)
+    single = make_run_dir(str(root / "run_single"), "glue", {
+        "task": "glue", "task_name": "stsb", "labels": None, "regression": True,
+        "num_classes": 1, "text_inputs": ["text_a"], "dropout": None},
+        lambda e: glue.build_classifier_model(e, 1, output_bias=2.5), seed=2)
+    # The regressor's signatures are called as traced, unsaved (a save costs seconds; the
+    # pair model covers saving and loading).
+    return {"pair": (pair, export(build_module("classification", pair, None, True),
+                                  str(root / "models" / "pair"))),
+            "single": (single, traced(build_module("classification", single, None, True)))}
+
+
+def python_classify(run, texts_a, texts_b=None):
+    """The Keras model + tasks.glue's preprocessing and post-processing."""
+    from tasks import glue
+    model, config, tokenizer = task_model("classification", run)
+    preprocessor = glue.TextClassifierPreprocessor(tokenizer, config["max_seq_length"])
+    inputs = preprocessor(tf.constant(texts_a),
+                          None if texts_b is None else tf.constant(texts_b))
+    outputs = {k: np.asarray(v) for k, v in model(inputs).items()}
+    return glue.postprocess(outputs, None if config["regression"] else config["labels"]), \
+        inputs
+
+
+def test_classification_signatures_equal_keras_and_python(classifier_runs):
+    run, path = classifier_runs["pair"]
+    loaded = tf.saved_model.load(path)
+    assert set(loaded.signatures) == {"serving_default", "serve_tokenized", "serve_examples"}
+    want, inputs = python_classify(run, TEXTS_A, TEXTS_B)
+    got = loaded.signatures["serving_default"](text_a=tf.constant(TEXTS_A),
+                                               text_b=tf.constant(TEXTS_B))
+    np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-5)
+    assert got["label_id"].numpy().tolist() == want["label_ids"].tolist()
+    assert [x.decode() for x in got["label"].numpy()] == want["labels"]
+    assert len(set(want["labels"])) > 1          # the random model does decide
+    tokenized = loaded.signatures["serve_tokenized"](**inputs)
+    np.testing.assert_allclose(tokenized["probabilities"], want["probabilities"], atol=1e-5)
+    examples = [example(text_a=a, text_b=b) for a, b in zip(TEXTS_A, TEXTS_B)]
+    from_examples = loaded.signatures["serve_examples"](examples=tf.constant(examples))
+    np.testing.assert_allclose(from_examples["probabilities"], want["probabilities"],
+                               atol=1e-5)
+
+    run, signatures = classifier_runs["single"]
+    want, _ = python_classify(run, TEXTS_A)
+    score = signatures(text_a=tf.constant(TEXTS_A))
+    assert set(score) == {"score"}
+    np.testing.assert_allclose(score["score"], want["scores"], atol=1e-5)
+
+
+def test_classification_hostile_inputs(classifier_runs):
+    """Listed inputs -> defined outputs; batch of 0 -> empty outputs; mismatched pair
+    sizes and a tf.Example missing a feature -> InvalidArgument."""
+    signatures = tf.saved_model.load(classifier_runs["pair"][1]).signatures
+    f = signatures["serving_default"]
+    texts = hostile_batch()
+    out = f(text_a=texts, text_b=tf.reverse(texts, [0]))
+    probabilities = out["probabilities"].numpy()
+    assert probabilities.shape == (len(texts), 3) and np.isfinite(probabilities).all()
+    np.testing.assert_allclose(probabilities.sum(1), 1.0, atol=1e-6)
+    empty = f(text_a=tf.constant([], tf.string), text_b=tf.constant([], tf.string))
+    assert empty["probabilities"].shape == (0, 3) and empty["label"].shape == (0,)
+    assert_invalid_argument(f, text_a=tf.constant(["a", "b"]), text_b=tf.constant(["a"]))
+    assert_invalid_argument(signatures["serve_examples"],
+                            examples=tf.constant([example(text_a="only a")]))
+    single = classifier_runs["single"][1]
+    assert np.isfinite(single(text_a=texts)["score"].numpy()).all()
+
+
+def test_classification_bfloat16_export_is_close_to_float32(classifier_runs):
+    """--dtype bfloat16: the run's float32 weights computing in bfloat16, float32 out.
+    (The accuracy delta on real weights is measured by bench/serving.py --bf16_accuracy,
+    see docs/serving.md.)"""
+    run, _ = classifier_runs["pair"]
+    module = build_module("classification", run, None, True, dtype="bfloat16")
+    assert module.model.get_layer("classifier").compute_dtype == "bfloat16"
+    got = traced(module)(text_a=tf.constant(TEXTS_A), text_b=tf.constant(TEXTS_B))
+    want, _ = python_classify(run, TEXTS_A, TEXTS_B)
+    assert got["probabilities"].dtype == tf.float32
+    np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=0.05)
+    assert not np.allclose(got["probabilities"], want["probabilities"], atol=1e-6)
+
+
+@pytest.mark.slow
+def test_saved_model_cli_runs_classification_with_string_inputs(classifier_runs, tmp_path):
+    run, path = classifier_runs["pair"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run(
+        [sys.executable, "-c", SAVED_MODEL_CLI, "run", "--dir", path, "--tag_set", "serve",
+         "--signature_def", "serving_default", "--input_exprs",
+         f"text_a={TEXTS_A[:2]!r};text_b={TEXTS_B[:2]!r}", "--outdir", str(tmp_path / "cli")],
+        capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    want, _ = python_classify(run, TEXTS_A[:2], TEXTS_B[:2])
+    np.testing.assert_allclose(np.load(tmp_path / "cli" / "probabilities.npy"),
+                               want["probabilities"], atol=1e-5)
+    labels = np.load(tmp_path / "cli" / "label.npy", allow_pickle=True)
+    assert [x.decode() for x in labels] == want["labels"]
+
+
+# ----------------------------------------------------------------------------- swag
+
+CONTEXTS = ["the fox jumps over the dog.", "john smith lives in new york", ""]
+ENDINGS = [["it is quick", "it is lazy.", "the dog was born", "paris"],
+           ["where", "in paris is the city", "", "😀"],
+           ["a", "b", "c", "d"]]
+
+
+@pytest.fixture(scope="module")
+def swag_run(tmp_path_factory):
+    from tasks import swag
+    root = tmp_path_factory.mktemp("swag")
+    run = make_run_dir(str(root / "run"), "swag", {
+        "task": "swag", "num_choices": 4, "text_inputs": ["context", "start", "endings"]},
+        swag.build_multiple_choice_model, seed=3)
+    # Through the command line (the other tasks call build_module + export).
+    assert main(["--task", "swag", "--checkpoint_dir", run,
+                 "--output_dir", str(root / "models")]) == 0
+    return run, str(root / "models" / "1")
+
+
+def python_swag(run, contexts, endings):
+    """tasks.swag's preprocessing (with the shared start folded into the endings, which
+    packs the same tokens) + Keras model + post-processing."""
+    from tasks import swag
+    model, config, tokenizer = task_model("swag", run)
+    preprocessor = swag.MultipleChoicePreprocessor(tokenizer, config["max_seq_length"])
+    inputs = preprocessor(tf.constant(contexts), tf.constant([""] * len(contexts)),
+                          tf.constant(endings))
+    return swag.postprocess({"logits": np.asarray(model(inputs)["logits"])}), inputs
+
+
+def test_swag_signatures_equal_keras_and_python(swag_run):
+    run, path = swag_run
+    signatures = tf.saved_model.load(path).signatures
+    want, inputs = python_swag(run, CONTEXTS, ENDINGS)
+    got = signatures["serving_default"](context=tf.constant(CONTEXTS),
+                                        endings=tf.constant(ENDINGS))
+    np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-5)
+    assert got["choice"].numpy().tolist() == want["label_ids"].tolist()
+    tokenized = signatures["serve_tokenized"](**inputs)
+    np.testing.assert_allclose(tokenized["probabilities"], want["probabilities"], atol=1e-5)
+    examples = [example(context=c, endings=e) for c, e in zip(CONTEXTS, ENDINGS)]
+    from_examples = signatures["serve_examples"](examples=tf.constant(examples))
+    np.testing.assert_allclose(from_examples["probabilities"], want["probabilities"],
+                               atol=1e-5)
+    # SWAG's own layout: sent2 + " " + ending packs as the joined ending.
+    from tasks import swag
+    model, config, tokenizer = task_model("swag", run)
+    split = swag.MultipleChoicePreprocessor(tokenizer, SEQ)(
+        tf.constant(["the fox"]), tf.constant(["it is"]), tf.constant([["quick", "lazy",
+                                                                         "long", "."]]))
+    joined = signatures["serving_default"](
+        context=tf.constant(["the fox"]),
+        endings=tf.constant([["it is quick", "it is lazy", "it is long", "it is ."]]))
+    np.testing.assert_allclose(joined["probabilities"],
+                               tf.nn.softmax(model(split)["logits"]), atol=1e-5)
+
+
+def test_swag_hostile_inputs(swag_run):
+    f = tf.saved_model.load(swag_run[1]).signatures["serving_default"]
+    texts = hostile_batch()
+    endings = tf.stack([texts, tf.reverse(texts, [0]), tf.roll(texts, 1, 0),
+                        tf.fill(tf.shape(texts), "")], axis=1)
+    out = f(context=texts, endings=endings)
+    assert out["probabilities"].shape == (len(texts), 4)
+    np.testing.assert_allclose(out["probabilities"].numpy().sum(1), 1.0, atol=1e-6)
+    empty = f(context=tf.constant([], tf.string), endings=tf.zeros([0, 4], tf.string))
+    assert empty["probabilities"].shape == (0, 4) and empty["choice"].shape == (0,)
+    assert_invalid_argument(f, context=tf.constant(["a", "b"]),
+                            endings=tf.constant([["a", "b", "c", "d"]]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"endings must be \[batch, 4\]"):
+        f(context=tf.constant(["a"]), endings=tf.constant([["a", "b", "c"]]))
+
+
+# ----------------------------------------------------------------------------- ner
+
+NER_TEXTS = ["John Smith lives in New York.", "  the quick\tbrown fox\u00a0jumps  ",
+             "Héllo Wörld 中文 paris", "", "\x00 \u200b", "river " * 40 + "end"]
+
+
+@pytest.fixture(scope="module")
+def ner_run(tmp_path_factory):
+    from tasks import ner
+    root = tmp_path_factory.mktemp("ner")
+    run = make_run_dir(str(root / "run"), "ner", {
+        "task": "ner", "labels": NER_LABELS, "feature_based": False},
+        lambda e: ner.build_ner_model(e, len(NER_LABELS)), seed=6)
+    return run, export(build_module("ner", run, None, True), str(root / "models"))
+
+
+def python_entities(run, texts):
+    """tasks.ner's Python path on raw texts: split_words, create_features, the Keras
+    model, word_tags, entities."""
+    from tasks import ner
+    model, config, tokenizer = task_model("ner", run)
+    out = []
+    for text in texts:
+        spans = ner.split_words(text)
+        sentence = ner.Sentence([text[s:e] for s, e in spans], None, [], [])
+        features, _ = ner.create_features(
+            [sentence], ner.tokenize_sentences(tokenizer, [sentence]), NER_LABELS,
+            config["max_seq_length"], tokenizer.cls_id, tokenizer.sep_id, tokenizer.unk_id,
+            tokenizer.pad_id)
+        logits = np.asarray(model(features_dict(features))["logits"])
+        tags = ner.word_tags(logits, features, [sentence], NER_LABELS)[0]
+        out.append(ner.entities(tags, spans, text))
+    return out
+
+
+def entity_rows(outputs):
+    rows = []
+    for i, n in enumerate(outputs["num_entities"].numpy()):
+        rows.append([{"label": outputs["label"].numpy()[i, j].decode(),
+                      "text": outputs["text"].numpy()[i, j].decode(),
+                      "start_char": int(outputs["start_char"].numpy()[i, j]),
+                      "end_char": int(outputs["end_char"].numpy()[i, j])}
+                     for j in range(n)])
+    return rows
+
+
+def test_ner_chunks_equal_conlleval():
+    """The vectorised chunker against tasks.conlleval.chunks on random tag sequences."""
+    from export.ner import chunk_spans, chunk_tables
+    from tasks import conlleval
+    starts, ends, _ = chunk_tables(NER_LABELS)
+    rng = np.random.default_rng(0)
+    sequences = [rng.integers(0, len(NER_LABELS), rng.integers(0, 12)) for _ in range(400)]
+    splits = np.concatenate([[0], np.cumsum([len(s) for s in sequences])])
+    first, end = chunk_spans(tf.constant(np.concatenate(sequences), tf.int64),
+                             tf.constant(splits, tf.int64), tf.constant(starts),
+                             tf.constant(ends), len(NER_LABELS))
+    got = list(zip(first.numpy().tolist(), end.numpy().tolist()))
+    want = [(splits[i] + a, splits[i] + b) for i, s in enumerate(sequences)
+            for a, b, _ in conlleval.chunks([NER_LABELS[t] for t in s])]
+    assert got == want and len(want) > 300
+
+
+def test_ner_signatures_equal_keras_and_python(ner_run):
+    run, path = ner_run
+    signatures = tf.saved_model.load(path).signatures
+    want = python_entities(run, NER_TEXTS)
+    got = signatures["serving_default"](text=tf.constant(NER_TEXTS))
+    assert entity_rows(got) == want
+    assert sum(len(w) for w in want) > 5          # the random tagger does find entities
+    assert max(len(w) for w in want[-1:]) > 0     # ... in the text split into parts
+    for text, entities in zip(NER_TEXTS, want):
+        for e in entities:
+            assert text[e["start_char"]:e["end_char"]] == e["text"]
+    from_examples = signatures["serve_examples"](
+        examples=tf.constant([example(text=t) for t in NER_TEXTS]))
+    assert entity_rows(from_examples) == want
+    # serve_tokenized: per-piece logits of the Keras model.
+    from tasks import ner
+    model, config, tokenizer = task_model("ner", run)
+    sentence = ner.Sentence(NER_TEXTS[0].split(), None, [], [])
+    features, _ = ner.create_features(
+        [sentence], ner.tokenize_sentences(tokenizer, [sentence]), NER_LABELS, SEQ,
+        tokenizer.cls_id, tokenizer.sep_id, tokenizer.unk_id)
+    tokenized = signatures["serve_tokenized"](**features_dict(features))
+    np.testing.assert_allclose(tokenized["logits"], model(features_dict(features))["logits"],
+                               atol=1e-5)
+
+
+def test_ner_hostile_inputs(ner_run):
+    f = tf.saved_model.load(ner_run[1]).signatures["serving_default"]
+    texts = hostile_batch()
+    out = f(text=texts)
+    counts = out["num_entities"].numpy()
+    assert counts.shape == (len(texts),) and counts[0] == counts[1] == 0
+    assert counts[2] > 100               # the 100 KB text is tagged all along, in parts
+    ends = out["end_char"].numpy()
+    assert ends.max() > 90_000           # ... up to its end
+    for i in range(len(texts)):          # padding after the count, spans inside the text
+        assert (out["start_char"].numpy()[i, counts[i]:] == -1).all()
+        assert (out["start_char"].numpy()[i, :counts[i]] >= 0).all()
+        assert (ends[i, :counts[i]] > out["start_char"].numpy()[i, :counts[i]]).all()
+    want = python_entities(ner_run[0], [HOSTILE[3], HOSTILE[4], HOSTILE[5]])
+    assert entity_rows(f(text=tf.constant([HOSTILE[3], HOSTILE[4], HOSTILE[5]]))) == want
+    empty = f(text=tf.constant([], tf.string))
+    assert empty["num_entities"].shape == (0,) and empty["label"].shape[0] == 0
+
+
+# ----------------------------------------------------------------------------- squad
+
+SQUAD_CONFIG = {"task": "squad", "doc_stride": 5, "max_query_length": 8, "n_best_size": 4,
+                "max_answer_length": 4}
+QUESTIONS = ["where does john smith live?", "what is the capital of france?",
+             "who?", "what is the capital of the long river where the fox was born?", "",
+             "city"]
+CONTEXTS_SQ = [
+    "John Smith lives in New York.",
+    "Paris is the capital of France. " * 6 + "The quick\u202fbrown fox\tjumps.",
+    "Héllo  Wörld! 中文 ΟΔΟΣ  the lazy dog",
+    "the river is long " * 5,
+    "a b",
+    "",
+]
+
+
+@pytest.fixture(scope="module")
+def squad_runs(tmp_path_factory):
+    """A v1.1 model exported; a v2.0 one (same weights) traced only."""
+    from tasks import squad
+    root = tmp_path_factory.mktemp("squad")
+    v1 = make_run_dir(str(root / "v1"), "squad", dict(
+        SQUAD_CONFIG, version_2_with_negative=False, null_score_diff_threshold=0.0),
+        squad.build_squad_model, seed=5)
+    v2 = str(root / "v2")
+    shutil.copytree(v1, v2)
+    with open(os.path.join(v2, "squad_config.json")) as f:
+        config = json.load(f)
+    # A threshold between the questions' null score differences: some are answered.
+    config.update(version_2_with_negative=True, null_score_diff_threshold=0.0)
+    with open(os.path.join(v2, "squad_config.json"), "w") as f:
+        json.dump(config, f)
+    diffs = [r["null_score_diff"] for r in python_squad(v2, QUESTIONS, CONTEXTS_SQ)[0] if r]
+    config["null_score_diff_threshold"] = float(np.median(diffs))
+    with open(os.path.join(v2, "squad_config.json"), "w") as f:
+        json.dump(config, f)
+    task_model.cache_clear()
+    return {"v1": (v1, export(build_module("squad", v1, None, True), str(root / "models"))),
+            "v2": (v2, traced(build_module("squad", v2, None, True)))}
+
+
+def python_squad(run, questions, contexts):
+    """tasks.squad's Python path: tokenize_contexts, create_features, the Keras model,
+    postprocess (tasks.squad_postprocess.decode_example) -> one result per question
+    (None where the context has no pieces: the Python path makes no window)."""
+    from tasks import squad
+    model, config, tokenizer = task_model("squad", run)
+    examples = [squad.SquadExample(str(i), q, i, [], False) for i, q in enumerate(questions)]
+    features, _ = squad.create_features(
+        examples, squad.tokenize_contexts(tokenizer, contexts), tokenizer.encode(questions),
+        config["max_seq_length"], config["doc_stride"], config["max_query_length"],
+        tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id)
+    out = model(features_dict(features))
+    results = squad.postprocess(
+        examples, contexts, features, np.asarray(out["start_logits"]),
+        np.asarray(out["end_logits"]), config["n_best_size"], config["max_answer_length"],
+        config["version_2_with_negative"], config["null_score_diff_threshold"])
+    return [results.get(str(i)) for i in range(len(questions))], features
+
+
+def assert_same_answers(got, want, v2):
+    for i, result in enumerate(want):
+        if result is None:                 # no context pieces: nothing to score
+            result = {"text": "", "start_char": -1, "end_char": -1, "score": -np.inf,
+                      "is_impossible": True}
+        assert got["answer"].numpy()[i].decode() == result["text"], i
+        assert got["start_char"].numpy()[i] == result["start_char"], i
+        assert got["end_char"].numpy()[i] == result["end_char"], i
+        np.testing.assert_allclose(got["score"].numpy()[i], result["score"], rtol=1e-5)
+        if v2:
+            assert got["is_impossible"].numpy()[i] == result["is_impossible"], i
+
+
+def test_squad_signatures_equal_keras_and_python(squad_runs):
+    run, path = squad_runs["v1"]
+    signatures = tf.saved_model.load(path).signatures
+    want, features = python_squad(run, QUESTIONS, CONTEXTS_SQ)
+    assert max(np.bincount(features["example_index"])) >= 5     # windows do overlap
+    got = signatures["serving_default"](question=tf.constant(QUESTIONS),
+                                        context=tf.constant(CONTEXTS_SQ))
+    assert "is_impossible" not in got
+    assert_same_answers(got, want, v2=False)
+    assert sum(bool(w and w["text"]) for w in want) >= 4         # real answers compared
+    for context, result in zip(CONTEXTS_SQ, want):
+        if result:
+            assert context[result["start_char"]:result["end_char"]] == result["text"]
+    from_examples = signatures["serve_examples"](examples=tf.constant(
+        [example(question=q, context=c) for q, c in zip(QUESTIONS, CONTEXTS_SQ)]))
+    assert_same_answers(from_examples, want, v2=False)
+    model, _, _ = task_model("squad", run)
+    tokenized = signatures["serve_tokenized"](**features_dict(features))
+    np.testing.assert_allclose(tokenized["start_logits"],
+                               model(features_dict(features))["start_logits"], atol=1e-5)
+
+    run, v2 = squad_runs["v2"]
+    want, _ = python_squad(run, QUESTIONS, CONTEXTS_SQ)
+    got = v2(question=tf.constant(QUESTIONS), context=tf.constant(CONTEXTS_SQ))
+    assert_same_answers(got, want, v2=True)
+    impossible = got["is_impossible"].numpy()
+    assert 0 < impossible[:-1].sum() < len(QUESTIONS) - 1       # both outcomes compared
+    for i, result in enumerate(want[:-1]):
+        np.testing.assert_allclose(got["null_score_diff"].numpy()[i],
+                                   result["null_score_diff"], rtol=1e-5)
+
+
+def test_squad_hostile_inputs(squad_runs):
+    f = tf.saved_model.load(squad_runs["v1"][1]).signatures["serving_default"]
+    texts = hostile_batch()
+    out = f(question=tf.reverse(texts, [0]), context=texts)
+    starts, ends = out["start_char"].numpy(), out["end_char"].numpy()
+    assert out["answer"].shape == (len(texts),)
+    assert starts[0] == ends[0] == -1 and out["score"].numpy()[0] == -np.inf   # empty
+    assert ends[2] > 0 and ends[2] - starts[2] < 100   # a span of the windowed 100 KB text
+    answered = starts >= 0
+    assert (ends[answered] > starts[answered]).all()
+    want, _ = python_squad(squad_runs["v1"][0], HOSTILE[4:], HOSTILE[4:])
+    got = f(question=tf.constant(HOSTILE[4:]), context=tf.constant(HOSTILE[4:]))
+    assert_same_answers(got, want, v2=False)
+    empty = f(question=tf.constant([], tf.string), context=tf.constant([], tf.string))
+    assert empty["answer"].shape == (0,)
+    assert_invalid_argument(f, question=tf.constant(["a"]), context=tf.constant(["a", "b"]))
+    v2 = squad_runs["v2"][1](question=texts, context=texts)
+    assert v2["is_impossible"].numpy()[0]
+
+
+# ----------------------------------------------------------------------------- fresh process
+
+# Runs the text signature of several SavedModels in a process that imports only
+# tensorflow and tensorflow_text (TF Serving's view); writes the outputs as JSON.
+FRESH_ALL = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the tf-text ops)
+assert not any(m.split(".")[0] in ("bert_tf", "export", "tasks") for m in sys.modules)
+jobs = json.loads(open(sys.argv[1], encoding="utf-8").read())
+results = {}
+for name, (path, inputs) in jobs.items():
+    outputs = tf.saved_model.load(path).signatures["serving_default"](
+        **{k: tf.constant(v) for k, v in inputs.items()})
+    decode = np.vectorize(lambda b: b.decode("utf-8", "replace"), otypes=[object])
+    results[name] = {k: (decode(v.numpy()) if v.dtype == tf.string else v.numpy()).tolist()
+                     for k, v in outputs.items()}
+open(sys.argv[2], "w", encoding="utf-8").write(json.dumps(results))
+"""
+
+
+@pytest.mark.slow
+def test_moved_exports_run_in_a_fresh_process(classifier_runs, swag_run, ner_run, squad_runs,
+                                              tmp_path):
+    """Every task's SavedModel, moved to another directory, in a process without the
+    project on its path (python -P, cwd elsewhere, no PYTHONPATH)."""
+    exported = {"classification": (classifier_runs["pair"][1],
+                                   {"text_a": TEXTS_A, "text_b": TEXTS_B}),
+                "swag": (swag_run[1], {"context": CONTEXTS, "endings": ENDINGS}),
+                "ner": (ner_run[1], {"text": NER_TEXTS}),
+                "squad": (squad_runs["v1"][1], {"question": QUESTIONS,
+                                                "context": CONTEXTS_SQ})}
+    jobs, moved = {}, []
+    for name, (path, inputs) in exported.items():
+        target = tmp_path / "moved" / name / "1"
+        shutil.move(path, target)
+        moved.append((target, path))
+        jobs[name] = (str(target), inputs)
+    try:
+        (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+        (tmp_path / "fresh.py").write_text(FRESH_ALL)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        result = subprocess.run([sys.executable, "-P", "fresh.py", "jobs.json", "out.json"],
+                                cwd=str(tmp_path), env=env, capture_output=True, text=True,
+                                timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+        got = json.loads((tmp_path / "out.json").read_text())
+    finally:
+        for target, path in moved:
+            shutil.move(target, path)
+    want, _ = python_classify(classifier_runs["pair"][0], TEXTS_A, TEXTS_B)
+    np.testing.assert_allclose(got["classification"]["probabilities"],
+                               want["probabilities"], atol=1e-5)
+    assert got["classification"]["label"] == want["labels"]
+    want, _ = python_swag(swag_run[0], CONTEXTS, ENDINGS)
+    assert got["swag"]["choice"] == want["label_ids"].tolist()
+    ner = {k: tf.constant(v) for k, v in got["ner"].items()}
+    assert entity_rows(ner) == python_entities(ner_run[0], NER_TEXTS)
+    want, _ = python_squad(squad_runs["v1"][0], QUESTIONS, CONTEXTS_SQ)
+    assert_same_answers({k: tf.constant(v) for k, v in got["squad"].items()}, want, v2=False)
+
+
+def test_task_export_bad_input_is_one_line(tmp_path, swag_run, capsys):
+    """A directory that is not a fine-tuning run, or a --max_seq_length the model cannot
+    take: one line on stderr, exit code 1, nothing written."""
+    code = main(["--task", "classification", "--checkpoint_dir", swag_run[0],
+                 "--output_dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1 and "glue_config.json: not found" in err[0]
+    code = main(["--task", "swag", "--checkpoint_dir", swag_run[0], "--max_seq_length",
+                 "65", "--output_dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1 and "--max_seq_length 65" in err[0]
+    assert not (tmp_path / "out").exists()
