@@ -2,7 +2,8 @@
 
 One optimizer step (forward, backward, AdamW update, clipping where the framework's
 standard loop does it) on random data, seq 128, 20 masked positions, CPU; fp32 and bf16.
-    ours:      bert_tf Pretrainer step (MLM + NSP), tf.function
+    ours:      bert_tf Pretrainer step (MLM + NSP), tf.function, with and without XLA
+                (run_pretraining's --jit_compile)
     keras-hub: BertMaskedLM.train_on_batch (MLM only: keras-hub has no NSP head)
     HF torch:  BertForPreTraining (MLM + NSP), torch.optim.AdamW, clip_grad_norm_
 
@@ -11,14 +12,15 @@ standard loop does it) on random data, seq 128, 20 masked positions, CPU; fp32 a
 
 import argparse
 import os
+import statistics
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
-from bench.common import (command_line, machine, markdown_table, median_time,  # noqa: E402
-                          write_section)
+from bench.common import command_line, machine, markdown_table, write_section  # noqa: E402
 
 SEQ, PRED, VOCAB = 128, 20, 30522
 
@@ -37,8 +39,7 @@ def random_batch(batch, seed=0):
     }
 
 
-def ours(batch, dtype, repeats, tmp):
-    import keras
+def ours(batch, dtype, tmp, jit_compile=False):
     import tensorflow as tf
 
     from bert_tf.config import BertConfig
@@ -51,13 +52,14 @@ def ours(batch, dtype, repeats, tmp):
             BertConfig.preset("base"), dtype="mixed_bfloat16" if dtype == "bf16" else None)
         opt = create_optimizer("adamw", 1e-4, 1000, 100, model.trainable_variables)
         opt.build(model.trainable_variables)
-    trainer = Pretrainer(strategy, model, opt, tmp, len(batch["token_ids"]))
+    trainer = Pretrainer(strategy, model, opt, tmp, len(batch["token_ids"]),
+                         jit_compile=jit_compile)
     iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
     one = tf.constant(1)
-    return median_time(lambda: trainer._train_steps(iterator, one).numpy(), repeats)
+    return lambda: trainer._train_steps(iterator, one).numpy()
 
 
-def keras_hub_mlm(batch, dtype, repeats):
+def keras_hub_mlm(batch, dtype):
     import keras
     import keras_hub
     backbone = keras_hub.models.BertBackbone(
@@ -72,10 +74,10 @@ def keras_hub_mlm(batch, dtype, repeats):
     x = {"token_ids": batch["token_ids"], "segment_ids": batch["segment_ids"],
          "padding_mask": batch["padding_mask"], "mask_positions": batch["masked_lm_positions"]}
     y, w = batch["masked_lm_ids"], batch["masked_lm_weights"]
-    return median_time(lambda: model.train_on_batch(x, y, sample_weight=w), repeats)
+    return lambda: model.train_on_batch(x, y, sample_weight=w)
 
 
-def hf_torch(batch, dtype, repeats):
+def hf_torch(batch, dtype):
     import torch
     from transformers import BertConfig as HFConfig
     from transformers import BertForPreTraining
@@ -99,37 +101,74 @@ def hf_torch(batch, dtype, repeats):
         model(**inputs).loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-    return median_time(step, repeats)
+    return step
+
+
+def ours_xla(batch, dtype, tmp):
+    return ours(batch, dtype, tmp, jit_compile=True)
+
+
+IMPLEMENTATIONS = (("bert_tf (MLM+NSP)", ours),
+                   ("bert_tf XLA (MLM+NSP)", ours_xla),
+                   ("keras-hub BertMaskedLM (MLM)", keras_hub_mlm),
+                   ("HF torch BertForPreTraining (MLM+NSP)", hf_torch))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch_size", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved timed rounds")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per model")
     parser.add_argument("--dtypes", default="fp32,bf16")
     parser.add_argument("--no_write", action="store_true", help="print only")
     args = parser.parse_args(argv)
+    import gc
     import tempfile
     batch = random_batch(args.batch_size)
-    rows = []
+    b = args.batch_size
+    rows, log = [], []
+    load_before = os.getloadavg()[0]
     for dtype in args.dtypes.split(","):
         with tempfile.TemporaryDirectory() as tmp:
-            t_ours = ours(batch, dtype, args.repeats, tmp)
-        t_hub = keras_hub_mlm(batch, dtype, args.repeats)
-        t_hf = hf_torch(batch, dtype, args.repeats)
-        b = args.batch_size
-        for name, t in (("bert_tf (MLM+NSP)", t_ours), ("keras-hub BertMaskedLM (MLM)", t_hub),
-                        ("HF torch BertForPreTraining (MLM+NSP)", t_hf)):
-            rows.append([dtype, name, f"{b / t:.2f}", f"{t_hf / t:.2f}x"])
-            print(rows[-1], flush=True)
-    table = markdown_table(["dtype", "implementation", "sequences/s", "vs HF torch"], rows)
-    body = (f"One training step (forward + backward + AdamW), BERT-base, seq {SEQ}, batch "
-            f"{args.batch_size}, {PRED} masked positions, random weights and data, median of "
-            f"{args.repeats} steps after one warm-up step, all in one process.\n\n"
-            f"Machine: {machine()}\n\nCommand: `{command_line()}`\n\n{table}\n")
+            steps = {}
+            for name, build in IMPLEMENTATIONS:
+                print(f"building {name} {dtype}", flush=True)
+                steps[name] = (build(batch, dtype, os.path.join(tmp, str(len(steps))))
+                               if build in (ours, ours_xla) else build(batch, dtype))
+                for _ in range(args.warmup):
+                    steps[name]()
+            # Interleaved: one step of each per round, so background load hits all alike.
+            times = {name: [] for name in steps}
+            for r in range(args.repeats):
+                for name, step in steps.items():
+                    start = time.perf_counter()
+                    step()
+                    times[name].append(time.perf_counter() - start)
+                line = f"{dtype} round {r + 1}/{args.repeats}: " + ", ".join(
+                    f"{name.split(' (')[0]} {b / t[-1]:.2f}" for name, t in times.items())
+                print(line + " seq/s", flush=True)
+                log.append(line)
+            med = {name: statistics.median(t) for name, t in times.items()}
+            t_hf = med[IMPLEMENTATIONS[-1][0]]
+            for name, t in med.items():
+                rows.append([dtype, name, f"{b / t:.2f}", f"{t * 1000:.0f}", f"{t_hf / t:.2f}x"])
+            del steps
+            gc.collect()
+    table = markdown_table(["dtype", "implementation", "sequences/s", "ms/step",
+                            "vs HF torch"], rows)
+    body = (f"One training step (forward + backward + AdamW update + global-norm clipping), "
+            f"BERT-base, seq {SEQ}, batch {b}, {PRED} masked positions, random weights and "
+            f"data, median of {args.repeats} interleaved rounds after {args.warmup} warm-up "
+            f"steps per model, all in one process. bf16: Keras `mixed_bfloat16` (float32 "
+            f"master weights) vs torch `model.to(bfloat16)` (bf16 weights and optimizer).\n\n"
+            f"{table}\n\nPer-round seq/s:\n\n```\n" + "\n".join(log) + "\n```\n\n"
+            f"Load average (1 min): {load_before:.1f} before, {os.getloadavg()[0]:.1f} after.\n\n"
+            f"Machine: {machine()}\n\nCommand: `{command_line()}`\n")
     print(body)
     if not args.no_write:
-        write_section("Pretraining step", body)
+        dtypes = args.dtypes.split(",")
+        write_section("Pretraining step" + (f" ({dtypes[0]})" if len(dtypes) == 1 else ""),
+                      body)
 
 
 if __name__ == "__main__":
