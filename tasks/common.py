@@ -83,6 +83,22 @@ def build_encoder(args):
                                           dtype=dtype)
 
 
+def task_encoder(args):
+    """The encoder of a run: from the pretrained checkpoint with --do_train, else shaped
+    like the fine-tuned run in --output_dir (its task model's weights are loaded after).
+    Checks --max_seq_length against its positions. Call under the strategy's scope."""
+    from tasks import task_dir
+    if args.do_train:
+        encoder = build_encoder(args)
+    else:
+        encoder = task_dir.encoder_from_task_dir(args.output_dir, DTYPES[args.mixed_precision])
+    positions = encoder.bert_config.max_position_embeddings
+    if args.max_seq_length > positions:
+        raise ValueError(f"--max_seq_length {args.max_seq_length} exceeds the model's "
+                         f"max_position_embeddings {positions}")
+    return encoder
+
+
 def create_strategy(args):
     from bert_tf.pretraining.distribution import create_strategy as create
     return create(args.strategy, tpu=args.tpu, cpu_devices=args.cpu_devices)

@@ -998,15 +998,7 @@ def run(args):
         if args.do_eval else {}
     monitor = monitored_metric(args.task_name, regression, num_classes)
     with strategy.scope():
-        if args.do_train:
-            encoder = common.build_encoder(args)
-        else:
-            encoder = task_dir.encoder_from_task_dir(args.output_dir,
-                                                     common.DTYPES[args.mixed_precision])
-        if args.max_seq_length > encoder.bert_config.max_position_embeddings:
-            raise ValueError(f"--max_seq_length {args.max_seq_length} exceeds the model's "
-                             f"max_position_embeddings "
-                             f"{encoder.bert_config.max_position_embeddings}")
+        encoder = common.task_encoder(args)
         # Regression starts from the mean training score (see build_classifier_model).
         bias = float(np.mean([e.label for e in train])) if regression and args.do_train \
             else 0.0

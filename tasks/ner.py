@@ -434,11 +434,7 @@ def run(args):
     tokenizer = BertTokenizer(args.vocab_file, do_lower_case=args.do_lower_case)
 
     with strategy.scope():
-        if args.do_train:
-            encoder = common.build_encoder(args)
-        else:
-            encoder = task_dir.encoder_from_task_dir(args.output_dir,
-                                                     common.DTYPES[args.mixed_precision])
+        encoder = common.task_encoder(args)
         model = build_ner_model(encoder, len(labels), args.feature_based)
     evaluated = {}
     if args.do_eval:

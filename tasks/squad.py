@@ -532,11 +532,7 @@ def run(args):
                    "version_2_with_negative": args.version_2_with_negative,
                    "null_score_diff_threshold": args.null_score_diff_threshold}
     with strategy.scope():
-        if args.do_train:
-            encoder = common.build_encoder(args)
-        else:
-            encoder = task_dir.encoder_from_task_dir(args.output_dir,
-                                                     common.DTYPES[args.mixed_precision])
+        encoder = common.task_encoder(args)
         model = build_squad_model(encoder)
         if args.do_train:
             features = train[3]

@@ -294,15 +294,7 @@ def run(args):
     tokenizer = BertTokenizer(args.vocab_file, do_lower_case=args.do_lower_case)
     preprocessor = MultipleChoicePreprocessor(tokenizer, args.max_seq_length)
     with strategy.scope():
-        if args.do_train:
-            encoder = common.build_encoder(args)
-        else:
-            encoder = task_dir.encoder_from_task_dir(args.output_dir,
-                                                     common.DTYPES[args.mixed_precision])
-        if args.max_seq_length > encoder.bert_config.max_position_embeddings:
-            raise ValueError(f"--max_seq_length {args.max_seq_length} exceeds the model's "
-                             f"max_position_embeddings "
-                             f"{encoder.bert_config.max_position_embeddings}")
+        encoder = common.task_encoder(args)
         model = build_multiple_choice_model(encoder)
     if args.do_train:
         with strategy.scope():
