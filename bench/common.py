@@ -1,12 +1,17 @@
 """Shared helpers of the benchmarks: timing with repeats, machine description, and writing
 one section of docs/benchmarks.md (each benchmark owns the section named after it)."""
 
+import importlib
+import importlib.metadata
+import multiprocessing
 import os
 import platform
 import re
 import statistics
 import sys
 import time
+
+import bert_tf  # noqa: F401  (TensorFlow's CPU kernels as bert_tf users get them: oneDNN on)
 
 DOC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                    "docs", "benchmarks.md")
@@ -24,6 +29,53 @@ def median_time(fn, repeats=5, warmup=1):
     return statistics.median(times)
 
 
+def _step_worker(conn, module, function, args, warmup):
+    """Child side of `interleaved_processes`: builds one step function, runs the warm-up
+    steps, then one timed step, and sends both times back."""
+    step = getattr(importlib.import_module(module), function)(*args)
+    start = time.perf_counter()
+    for _ in range(warmup):
+        step()
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    step()
+    conn.send((first, time.perf_counter() - start))
+
+
+def interleaved_processes(builders, repeats, warmup=1, on_round=None):
+    """Times implementations that each run alone, in a fresh process.
+
+    builders: {name: (module, function, args)}; `module.function(*args)` returns a step
+    function. Every round runs each implementation in turn in a new process (build,
+    `warmup` untimed steps, one timed step, exit), so no two frameworks ever share threads,
+    allocators or memory: a torch model timed beside idle TensorFlow models, in one
+    process or in processes holding their memory, ran 1.2-1.5x slower than alone. Rounds
+    alternate, so background load hits all alike. on_round(r, times) is called after each
+    round. Returns ({name: [seconds per round]}, {name: seconds of the first round's
+    warm-up steps})."""
+    ctx = multiprocessing.get_context("spawn")
+    times, first = {name: [] for name in builders}, {}
+    for r in range(repeats):
+        for name, (module, function, args) in builders.items():
+            conn, child = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_step_worker, args=(child, module, function, args,
+                                                          warmup))
+            proc.start()
+            child.close()
+            try:
+                warm, timed = conn.recv()
+            except EOFError:
+                raise RuntimeError(f"{name}: its benchmark process died (traceback above)") \
+                    from None
+            finally:
+                proc.join()
+            first.setdefault(name, warm)
+            times[name].append(timed)
+        if on_round is not None:
+            on_round(r, times)
+    return times, first
+
+
 def machine():
     """One line describing the CPU, cores and library versions."""
     cpu = platform.processor() or platform.machine()
@@ -36,13 +88,15 @@ def machine():
     except OSError:
         pass
     versions = []
-    for name in ("tensorflow", "keras", "keras_hub", "torch", "transformers", "tokenizers",
-                 "tensorflow_text"):
-        module = sys.modules.get(name)
-        if module is not None and hasattr(module, "__version__"):
-            versions.append(f"{name} {module.__version__}")
+    for name in ("tensorflow", "keras", "keras-hub", "torch", "transformers", "tokenizers",
+                 "tensorflow-text"):
+        try:
+            versions.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset")
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}; " + \
-        ", ".join(versions)
+        ", ".join(versions) + f"; TF_ENABLE_ONEDNN_OPTS={onednn}"
 
 
 def markdown_table(header, rows):

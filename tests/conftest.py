@@ -6,6 +6,7 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import bert_tf  # noqa: E402,F401  (the CPU kernel settings users get, before TensorFlow)
 
 
 @pytest.fixture(scope="session")

@@ -97,7 +97,9 @@ class TransformerBlock(keras.layers.Layer):
         qkv = self.qkv(x)  # [batch * seq, 3 * hidden]
         qkv = ops.reshape(qkv, (batch, seq, 3, heads, size))
         qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))  # [3, batch, heads, seq, size]
-        query, key, value = qkv[0], qkv[1], qkv[2]
+        # unstack, not qkv[0], qkv[1], qkv[2]: the gradient of unstack is one stack,
+        # while each slice's gradient writes a zero-filled copy of all of qkv.
+        query, key, value = ops.unstack(qkv, 3, axis=0)
 
         # Scale the query rather than the [seq, seq] logits: fewer multiplies.
         query = query * ops.cast(1.0 / math.sqrt(size), query.dtype)
