@@ -12,8 +12,8 @@ dropout on, fp32 and bf16:
     HF torch: BertForSequenceClassification.from_pretrained(num_labels=2), torch AdamW
               with the same groups and schedule, clip_grad_norm_. bf16 =
               model.to(torch.bfloat16) (bf16 weights and optimizer state).
-Every round runs each implementation alone in a fresh process (build, one untimed step,
-one timed step); rounds alternate between them; the table gives the median.
+Every round runs each implementation alone in a fresh process (build, --warmup untimed
+steps, one timed step); rounds alternate between them; the table gives the median.
 
     python bench/finetune.py --batch_size 32 --repeats 3
 """
@@ -122,6 +122,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=2,
+                        help="untimed steps per model and round (torch's first steps are "
+                             "slower while its allocator warms up)")
     parser.add_argument("--dtypes", default="fp32,bf16")
     parser.add_argument("--no_write", action="store_true", help="print only")
     args = parser.parse_args(argv)
@@ -141,12 +144,12 @@ def main(argv=None):
         def report(r, times):
             print(f"  round {r + 1}: " + ", ".join(f"{n} {t[-1]:.2f} s"
                                                    for n, t in times.items()), flush=True)
-        times, first = interleaved_processes(builders, args.repeats, 1, report)
+        times, first = interleaved_processes(builders, args.repeats, args.warmup, report)
         medians = {name: statistics.median(t) for name, t in times.items()}
         for name, t in medians.items():
             rows.append([dtype, name, f"{1 / t:.3f}", f"{args.batch_size / t:.1f}",
                          f"{medians['HF torch'] / t:.2f}x"])
-        notes.append(f"{dtype} first step (tracing / XLA compile included): " + ", ".join(
+        notes.append(f"{dtype} warm-up steps of the first round (tracing / XLA compile included): " + ", ".join(
             f"{n} {s:.0f} s" for n, s in first.items()))
         best = max(medians["HF torch"] / t for n, t in medians.items() if n != "HF torch")
         notes.append(f"{dtype} target >= 1.2x HF torch: {'met' if best >= 1.2 else 'NOT met'}"
@@ -158,7 +161,7 @@ def main(argv=None):
             f"global norm 1.0, AdamW with warmup/decay and the BERT decay exclusions; "
             f"seq {SEQ}, batch {args.batch_size}, dropout on; median of {args.repeats} "
             f"interleaved rounds, each model alone in a fresh process per round (build, "
-            f"one untimed step, one timed step). bert_tf is the model and "
+            f"{args.warmup} untimed steps, one timed step). bert_tf is the model and "
             f"optimizer `python -m tasks.glue` builds, stepped by Keras; HF torch is "
             f"`BertForSequenceClassification` with torch AdamW. bf16: Keras "
             f"mixed_bfloat16 (float32 variables) vs torch `model.to(bfloat16)`.\n\n"
@@ -169,7 +172,8 @@ def main(argv=None):
             f"Command: `{command_line()}`\n")
     print(body)
     if not args.no_write:
-        write_section("Fine-tuning", body)
+        dtypes = args.dtypes.split(",")
+        write_section("Fine-tuning" + (f" ({dtypes[0]})" if len(dtypes) == 1 else ""), body)
 
 
 if __name__ == "__main__":

@@ -404,6 +404,20 @@ def _find_file(directory, names, given=None, what="file"):
     return None
 
 
+def vocab_beside(checkpoint, vocab_file=None, flag="--init_checkpoint"):
+    """`vocab_file` when given, else the vocab.txt in the checkpoint's directory (google's
+    and HF's layouts both keep it there); one clear error naming `flag` when neither."""
+    if vocab_file:
+        return vocab_file
+    base = checkpoint if checkpoint and os.path.isdir(checkpoint) else \
+        os.path.dirname(checkpoint or "")
+    path = os.path.join(base, "vocab.txt")
+    if not checkpoint or not os.path.isfile(path):
+        raise ValueError(f"--vocab_file is required (no vocab.txt beside {flag} "
+                         f"{checkpoint or '(not given)'})")
+    return path
+
+
 def _is_optimizer_slot(name, names):
     """TF1 optimizers name a slot `<variable>/<slot>` (adam_m, Adam_1, Momentum, lamb_v...):
     a name that extends another checkpoint variable's name is that variable's slot."""

@@ -150,7 +150,7 @@ def main(argv=None):
 
 
 def run(args):
-    from bert_tf.checkpoints import load_encoder
+    from bert_tf.checkpoints import load_encoder, vocab_beside
     from bert_tf.tokenization import BertTokenizer
     if not args.init_checkpoint:
         raise ValueError("--init_checkpoint is required")
@@ -158,12 +158,7 @@ def run(args):
         raise ValueError(f"--max_seq_length must be >= 3, got {args.max_seq_length}")
     if args.batch_size < 1:
         raise ValueError(f"--batch_size must be >= 1, got {args.batch_size}")
-    base = args.init_checkpoint if os.path.isdir(args.init_checkpoint) else \
-        os.path.dirname(args.init_checkpoint)
-    vocab_file = args.vocab_file or os.path.join(base, "vocab.txt")
-    if not os.path.exists(vocab_file):
-        raise ValueError(f"--vocab_file is required (no vocab.txt beside "
-                         f"{args.init_checkpoint})")
+    vocab_file = vocab_beside(args.init_checkpoint, args.vocab_file)
     parse_layers(args.layers)             # the format, before the slow loading
     examples = read_examples(args.input_file)
     empty = sum(1 for a, b in examples if not a.strip() and not (b or "").strip())

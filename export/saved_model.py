@@ -37,17 +37,6 @@ def next_version(output_dir):
     return max(versions, default=0) + 1
 
 
-def find_vocab(checkpoint_dir, vocab_file=None):
-    if vocab_file:
-        return vocab_file
-    base = checkpoint_dir if os.path.isdir(checkpoint_dir) else os.path.dirname(checkpoint_dir)
-    path = os.path.join(base, "vocab.txt")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"--checkpoint_dir {checkpoint_dir}: no vocab.txt beside the "
-                                f"checkpoint; pass --vocab_file")
-    return path
-
-
 def build_module(task, checkpoint_dir, vocab_file, do_lower_case, max_seq_length=None,
                  dtype="float32", top_k=5):
     """The serving module of `task`, with weights from `checkpoint_dir` (a fine-tuning
@@ -147,9 +136,10 @@ def main(argv=None):
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     p.add_argument("--top_k", type=int, default=5, help="fill_mask: tokens per mask")
     args = p.parse_args(argv)
+    from bert_tf.checkpoints import vocab_beside
     try:
         vocab = None if args.task in FINE_TUNED else \
-            find_vocab(args.checkpoint_dir, args.vocab_file)
+            vocab_beside(args.checkpoint_dir, args.vocab_file, "--checkpoint_dir")
         module = build_module(args.task, args.checkpoint_dir, vocab,
                               args.do_lower_case == "true", args.max_seq_length, args.dtype,
                               args.top_k)

@@ -48,14 +48,12 @@ def add_common_flags(parser):
 def resolve_paths(args):
     """Fills --vocab_file / --bert_config_file from the checkpoint's directory; one clear
     error when neither is found."""
+    from bert_tf.checkpoints import vocab_beside
     base = None
     if args.init_checkpoint:
         base = args.init_checkpoint if os.path.isdir(args.init_checkpoint) else \
             os.path.dirname(args.init_checkpoint)
-    if args.vocab_file is None and base and os.path.exists(os.path.join(base, "vocab.txt")):
-        args.vocab_file = os.path.join(base, "vocab.txt")
-    if args.vocab_file is None:
-        raise ValueError("--vocab_file is required (no vocab.txt beside --init_checkpoint)")
+    args.vocab_file = vocab_beside(args.init_checkpoint, args.vocab_file)
     if args.bert_config_file is None and base:
         for name in ("bert_config.json", "config.json"):
             if os.path.exists(os.path.join(base, name)):

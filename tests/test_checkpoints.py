@@ -467,3 +467,18 @@ def test_cli_bad_path_exits_non_zero_with_one_line(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "nope" in lines[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_vocab_beside_finds_the_checkpoints_vocab_or_names_the_flag(tmp_path):
+    from bert_tf.checkpoints import vocab_beside
+    (tmp_path / "vocab.txt").write_text("[PAD]\n")
+    want = str(tmp_path / "vocab.txt")
+    assert vocab_beside(str(tmp_path)) == want                            # a directory
+    assert vocab_beside(str(tmp_path / "bert_model.ckpt")) == want        # a TF1 prefix
+    assert vocab_beside(str(tmp_path), "other.txt") == "other.txt"        # given wins
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match=f"no vocab.txt beside --checkpoint_dir {empty}"):
+        vocab_beside(str(empty), flag="--checkpoint_dir")
+    with pytest.raises(ValueError, match="--vocab_file is required"):
+        vocab_beside(None)
