@@ -413,8 +413,8 @@ def vocab_beside(checkpoint, vocab_file=None, flag="--init_checkpoint"):
         os.path.dirname(checkpoint or "")
     path = os.path.join(base, "vocab.txt")
     if not checkpoint or not os.path.isfile(path):
-        raise ValueError(f"--vocab_file is required (no vocab.txt beside {flag} "
-                         f"{checkpoint or '(not given)'})")
+        raise ValueError(f"{flag} {checkpoint or '(not given)'}: no vocab.txt beside the "
+                         f"checkpoint; pass --vocab_file")
     return path
 
 
