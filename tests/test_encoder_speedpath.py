@@ -41,3 +41,18 @@ def test_xla_predict_under_mixed_bfloat16():
     assert got.dtype == tf.bfloat16.as_numpy_dtype
     # XLA keeps some fused intermediates in float32: equal up to bfloat16 rounding.
     assert np.abs(got.astype(np.float32) - expected).max() < 0.05
+
+
+def test_importing_bert_tf_turns_on_onednn_unless_the_user_chose():
+    import os
+    import subprocess
+    import sys
+    code = "import os, bert_tf; print(os.environ['TF_ENABLE_ONEDNN_OPTS'])"
+    env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    assert out == "1"
+    env["TF_ENABLE_ONEDNN_OPTS"] = "0"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    assert out == "0"
