@@ -105,6 +105,13 @@ def markdown_table(header, rows):
     return "\n".join(lines)
 
 
+def section_name(name, dtypes):
+    """"NAME (fp32)" when a run measured one dtype of the comma list `dtypes`, else NAME,
+    so a one-dtype run does not overwrite the other dtype's table."""
+    dtypes = dtypes.split(",")
+    return f"{name} ({dtypes[0]})" if len(dtypes) == 1 else name
+
+
 def write_section(name, body, doc=DOC):
     """Replaces (or appends) the section `## name` of docs/benchmarks.md with `body`."""
     os.makedirs(os.path.dirname(doc), exist_ok=True)

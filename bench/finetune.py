@@ -30,7 +30,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 
 from bench.common import (command_line, interleaved_processes, machine,  # noqa: E402
-                          markdown_table, write_section)
+                          markdown_table, section_name, write_section)
 
 SEQ = 128
 LEARNING_RATE = 5e-5
@@ -149,8 +149,8 @@ def main(argv=None):
         for name, t in medians.items():
             rows.append([dtype, name, f"{1 / t:.3f}", f"{args.batch_size / t:.1f}",
                          f"{medians['HF torch'] / t:.2f}x"])
-        notes.append(f"{dtype} warm-up steps of the first round (tracing / XLA compile included): " + ", ".join(
-            f"{n} {s:.0f} s" for n, s in first.items()))
+        notes.append(f"{dtype} warm-up steps of the first round (tracing / XLA compile "
+                     f"included): " + ", ".join(f"{n} {s:.0f} s" for n, s in first.items()))
         best = max(medians["HF torch"] / t for n, t in medians.items() if n != "HF torch")
         notes.append(f"{dtype} target >= 1.2x HF torch: {'met' if best >= 1.2 else 'NOT met'}"
                      f" (best bert_tf setting {best:.2f}x)")
@@ -172,8 +172,7 @@ def main(argv=None):
             f"Command: `{command_line()}`\n")
     print(body)
     if not args.no_write:
-        dtypes = args.dtypes.split(",")
-        write_section("Fine-tuning" + (f" ({dtypes[0]})" if len(dtypes) == 1 else ""), body)
+        write_section(section_name("Fine-tuning", args.dtypes), body)
 
 
 if __name__ == "__main__":

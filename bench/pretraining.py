@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 from bench.common import (command_line, interleaved_processes, machine,  # noqa: E402
-                          markdown_table, write_section)
+                          markdown_table, section_name, write_section)
 
 SEQ, PRED, VOCAB = 128, 20, 30522
 
@@ -157,9 +157,7 @@ def main(argv=None):
             f"Machine: {machine()}\n\nCommand: `{command_line()}`\n")
     print(body)
     if not args.no_write:
-        dtypes = args.dtypes.split(",")
-        write_section("Pretraining step" + (f" ({dtypes[0]})" if len(dtypes) == 1 else ""),
-                      body)
+        write_section(section_name("Pretraining step", args.dtypes), body)
 
 
 if __name__ == "__main__":
