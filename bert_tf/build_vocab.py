@@ -25,7 +25,7 @@ import os
 import sys
 
 import tensorflow as tf
-from tqdm import tqdm
+from bert_tf.progress import progress_bar
 from bert_tf.flags import str2bool
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -62,8 +62,8 @@ def count_words(files, do_lower_case=True, batch_lines=8192, progress=True):
     splitter = BasicTokenizer(do_lower_case)
     counts = collections.Counter()
     total = sum(tf.io.gfile.stat(f).length for f in files)
-    bar = tqdm(total=total, unit="B", unit_scale=True, desc="counting words",
-               disable=not progress, file=sys.stderr)
+    bar = progress_bar(total, "counting words", unit="B", unit_scale=True,
+                       disable=not progress)
     batch = []
 
     def flush():
@@ -125,8 +125,8 @@ def learn_wordpiece(word_counts, vocab_size, reserved_tokens=RESERVED_TOKENS,
     heap = [(-c, pair) for pair, c in pair_counts.items()]
     heapq.heapify(heap)
 
-    bar = tqdm(total=vocab_size, initial=len(vocab), desc="learning pieces",
-               disable=not progress, file=sys.stderr)
+    bar = progress_bar(vocab_size, "learning pieces", unit="token", initial=len(vocab),
+                       disable=not progress)
     while len(vocab) < vocab_size and heap:
         neg_count, pair = heapq.heappop(heap)
         if pair_counts.get(pair) != -neg_count:

@@ -29,6 +29,7 @@ import logging
 import os
 import re
 import shutil
+import struct
 import tempfile
 
 import numpy as np
@@ -469,11 +470,8 @@ def _load_hf_tensors(directory, weights_file=None):
                 for key in f.keys():
                     out[key] = f.get_tensor(key)
         except (TypeError, ValueError):
-            # numpy has no bfloat16: read through torch and widen to float32.
-            import torch
-            with safe_open(file, framework="pt") as f:
-                for key in f.keys():
-                    out[key] = _torch_to_numpy(f.get_tensor(key), torch)
+            # numpy has no bfloat16: read the file's own layout and widen to float32.
+            out = _read_safetensors_widened(file)
         return out
 
     if weights_file is None:
@@ -500,6 +498,37 @@ def _load_hf_tensors(directory, weights_file=None):
                           "convert it to model.safetensors first") from None
     state = torch.load(weights_file, map_location="cpu", weights_only=True)
     return {k: _torch_to_numpy(v, torch) for k, v in state.items()}
+
+
+_SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4",
+                       "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?"}
+
+
+def _read_safetensors_widened(file):
+    """{name: np.ndarray} of a safetensors file read from its layout (8-byte little-endian
+    header length, JSON header of dtype/shape/data_offsets, then the data), with BF16 and
+    F16 widened to float32: numpy cannot hold bfloat16."""
+    with open(file, "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+        data = f.read()
+    out = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = entry["data_offsets"]
+        raw, dtype = data[begin:end], entry["dtype"]
+        if dtype == "BF16":
+            # bfloat16 is the top half of a float32.
+            array = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
+        elif dtype in _SAFETENSORS_DTYPES:
+            array = np.frombuffer(raw, _SAFETENSORS_DTYPES[dtype]).astype(
+                np.float32 if dtype == "F16" else _SAFETENSORS_DTYPES[dtype])
+        else:
+            raise ValueError(f"{file}: tensor {name} has dtype {dtype}, which this reader "
+                             f"does not take")
+        out[name] = array.reshape(entry["shape"])
+    return out
 
 
 def _torch_to_numpy(tensor, torch):

@@ -252,13 +252,13 @@ def remove_temporaries(path):
 # ------------------------------------------------------------------------------ run
 
 class _Progress:
-    """tqdm bar over input bytes with documents/s and examples/s."""
+    """Progress over input bytes with documents/s and examples/s."""
 
     def __init__(self, total, disable):
-        from tqdm import tqdm
+        from bert_tf.progress import progress_bar
         self.start = time.time()
-        self.bar = tqdm(total=total, unit="B", unit_scale=True, disable=disable,
-                        desc="create_pretraining_data", mininterval=0.5, file=sys.stderr)
+        self.bar = progress_bar(total, "create_pretraining_data", unit="B", unit_scale=True,
+                                disable=disable)
         self.docs = self.examples = 0
 
     def update(self, nbytes, stats=None):

@@ -118,7 +118,8 @@ def create_optimizer(args, num_train_examples, variables):
 
 def fit(model, train_ds, eval_ds, args, num_train_steps, monitor, mode="max",
         eval_steps=None):
-    """Keras fit with TensorBoard, a progress bar, and two checkpoints in output_dir:
+    """Keras fit with TensorBoard, progress (a bar on a terminal, else a line every 5% of
+    the steps), and two checkpoints in output_dir:
     `last.weights.h5` after every epoch and `best.weights.h5` for the best `monitor`
     (a validation metric name such as "val_accuracy"; mode "max" or "min").
     Returns the Keras History."""
@@ -137,20 +138,36 @@ def fit(model, train_ds, eval_ds, args, num_train_steps, monitor, mode="max",
         callbacks.append(keras.callbacks.ModelCheckpoint(
             os.path.join(args.output_dir, "best.weights.h5"), monitor=monitor, mode=mode,
             save_best_only=True, save_weights_only=True))
+    from bert_tf.progress import interactive
+    if not interactive():
+        # Keras prints nothing to a file until an epoch ends: a line every few steps.
+        callbacks.append(step_lines(steps_per_epoch * epochs, args.train_batch_size))
     return model.fit(train_ds.repeat(), validation_data=eval_ds, epochs=epochs,
                      steps_per_epoch=steps_per_epoch, validation_steps=eval_steps,
-                     callbacks=callbacks, verbose=2)
+                     callbacks=callbacks, verbose=1 if interactive() else 2)
 
 
-def write_results(path, metrics):
-    """`key = value` lines, sorted (google's eval_results.txt), temp name then rename."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        for key in sorted(metrics):
-            f.write(f"{key} = {metrics[key]}\n")
-    os.replace(tmp, path)
+def step_lines(total_steps, batch_size):
+    """A Keras callback printing one progress line every 5% of the training steps (steps
+    done, loss, examples/s, ETA), for output that is not a terminal."""
+    import keras
 
+    from bert_tf.progress import LineProgress
 
-def parser(description):
-    return argparse.ArgumentParser(description=description,
-                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    class StepLines(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.progress = LineProgress(total_steps, "training", unit="step")
+
+        def on_train_batch_end(self, batch, logs=None):
+            if self.progress.due():
+                # Reading the loss waits for the step: only when a line is printed.
+                rate = self.progress.rate(1) * batch_size
+                self.progress.set_postfix(loss=f"{float(logs['loss']):.4f}",
+                                          examples_per_s=f"{rate:.1f}")
+            self.progress.update(1)
+
+        def on_train_end(self, logs=None):
+            self.progress.close()
+
+    return StepLines()

@@ -4,9 +4,7 @@ import os
 
 import pytest
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import bert_tf  # noqa: E402,F401  (the CPU kernel settings users get, before TensorFlow)
+import bert_tf  # noqa: E402,F401  (the CPU kernel and log settings users get, before TensorFlow)
 
 
 @pytest.fixture(scope="session")

@@ -311,6 +311,6 @@ class _MetricLog:
 
 
 def _progress(total, initial, enabled):
-    from tqdm.auto import tqdm
-    return tqdm(total=total, initial=initial, disable=not enabled, unit="step",
-                desc="pretraining", dynamic_ncols=True)
+    from bert_tf.progress import progress_bar
+    return progress_bar(total, "pretraining", unit="step", initial=initial,
+                        disable=not enabled)

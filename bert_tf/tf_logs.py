@@ -1,0 +1,73 @@
+"""Quiet TensorFlow start-up, unless the user set TF_CPP_MIN_LOG_LEVEL.
+
+`import tensorflow` loads two shared libraries, and each writes its start-up lines to
+file descriptor 2 from C++ static initialisers ("All log messages before
+absl::InitializeLog() is called...", the oneDNN and CUDA-stub notices), before any log
+level applies; on a machine without an NVIDIA driver the first op adds "failed call to
+cuInit". None of it is actionable, and every command printed it twice.
+
+`install()` (called by `import bert_tf`) sets TF_CPP_MIN_LOG_LEVEL=2 (TensorFlow's C++
+warnings and info off, errors kept) and puts a one-shot import hook in front of the
+`tensorflow` package: its first import runs with descriptor 2 pointed at /dev/null, and
+where no NVIDIA driver exists the device probe runs there too. Python exceptions raised by
+the import are unaffected (they are objects, printed after the descriptor is restored).
+Nothing is imported until a module imports tensorflow itself, so commands that never need
+it (`--help`, create_pretraining_data's workers) stay fast.
+"""
+
+import importlib.abc
+import importlib.util
+import os
+import sys
+
+
+class _QuietLoader(importlib.abc.Loader):
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        with _stderr_to_devnull():
+            self.loader.exec_module(module)
+            if not os.path.exists("/proc/driver/nvidia"):
+                module.config.list_physical_devices()
+
+    def __getattr__(self, name):   # get_code, get_source, is_package... of the real one
+        return getattr(self.loader, name)
+
+
+class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "tensorflow":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _QuietLoader(spec.loader)
+        return spec
+
+
+class _stderr_to_devnull:
+    def __enter__(self):
+        sys.stderr.flush()
+        self.saved = os.dup(2)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+
+    def __exit__(self, *exc):
+        sys.stderr.flush()
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+
+
+def install():
+    """Quiet TensorFlow's start-up lines unless TF_CPP_MIN_LOG_LEVEL is already set (or
+    tensorflow is already imported)."""
+    if "TF_CPP_MIN_LOG_LEVEL" in os.environ or "tensorflow" in sys.modules:
+        return
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    if not any(isinstance(f, _QuietTensorFlowImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _QuietTensorFlowImport())
