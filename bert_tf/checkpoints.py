@@ -468,9 +468,10 @@ def _load_hf_tensors(directory, weights_file=None):
         try:
             with safe_open(file, framework="np") as f:
                 for key in f.keys():
-                    out[key] = f.get_tensor(key)
+                    out[key] = _widened(f.get_tensor(key))
         except (TypeError, ValueError):
-            # numpy has no bfloat16: read the file's own layout and widen to float32.
+            # safetensors versions whose numpy reader refuses bfloat16: read the file's
+            # own layout.
             out = _read_safetensors_widened(file)
         return out
 
@@ -502,6 +503,12 @@ def _load_hf_tensors(directory, weights_file=None):
 
 _SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4",
                        "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?"}
+
+
+def _widened(array):
+    """bfloat16 / float16 arrays as float32 (numpy computes in neither)."""
+    return array.astype(np.float32) if array.dtype.kind == "V" or array.dtype.name in (
+        "bfloat16", "float16") else array
 
 
 def _read_safetensors_widened(file):

@@ -482,3 +482,27 @@ def test_vocab_beside_finds_the_checkpoints_vocab_or_names_the_flag(tmp_path):
         vocab_beside(str(empty), flag="--checkpoint_dir")
     with pytest.raises(ValueError, match=r"^--init_checkpoint \(not given\): .*--vocab_file"):
         vocab_beside(None)
+
+
+def test_bf16_and_f16_safetensors_are_read_without_torch(tmp_path):
+    """numpy has no bfloat16: such files are read from the safetensors layout and widened
+    to float32, bit-equal to torch's own widening."""
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import save_file
+
+    from bert_tf.checkpoints import _load_hf_tensors, _read_safetensors_widened
+    g = torch.Generator().manual_seed(0)
+    tensors = {"a.weight": torch.randn(3, 5, generator=g).to(torch.bfloat16),
+               "b.bias": torch.randn(7, generator=g).to(torch.float16),
+               "c.ids": torch.arange(4, dtype=torch.int64)}
+    save_file(tensors, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    out = _load_hf_tensors(str(tmp_path))
+    assert out["a.weight"].dtype == np.float32 and out["a.weight"].shape == (3, 5)
+    np.testing.assert_array_equal(out["a.weight"], tensors["a.weight"].float().numpy())
+    np.testing.assert_array_equal(out["b.bias"], tensors["b.bias"].float().numpy())
+    np.testing.assert_array_equal(out["c.ids"], np.arange(4))
+    assert float(np.abs(out["a.weight"]).max()) > 0.1   # not all zeros
+    # The layout reader (safetensors versions whose numpy reader refuses bfloat16).
+    raw = _read_safetensors_widened(str(tmp_path / "model.safetensors"))
+    assert {k: (v.dtype, v.tolist()) for k, v in raw.items()} == \
+        {k: (v.dtype, v.tolist()) for k, v in out.items()}
