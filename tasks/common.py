@@ -42,7 +42,36 @@ def add_common_flags(parser):
       help="split the CPU into N logical devices (mirrored strategy without accelerators)")
     f("--tpu", default=None)
     f("--seed", type=int, default=12345)
+    f("--length_batching", default="bucket", choices=("bucket", "longest", "off"),
+      help="bucket: training batches group examples of similar length and every batch is "
+           "cut to its longest sequence (a multiple of 8); longest: batches keep their "
+           "order, each cut to its longest; off: every batch padded to --max_seq_length "
+           "(google's). Evaluation and prediction keep their order (bucket acts as "
+           "longest there). See bert_tf/batching.py")
     return parser
+
+
+def length_batching(args, training):
+    """The bert_tf.batching mode of a pipeline: evaluation and prediction keep their
+    example order, so bucket becomes longest there."""
+    mode = getattr(args, "length_batching", "off")
+    return "longest" if mode == "bucket" and not training else mode
+
+
+def predict_per_token(model, dataset, seq_length):
+    """model.predict for models whose outputs all have a token axis (axis 1), over batches
+    that may be cut to different widths: each batch's outputs are padded back to
+    seq_length before they are joined. -> {name: np.ndarray [N, seq_length, ...]}."""
+    import numpy as np
+    outputs = {}
+    for element in dataset:
+        inputs = element[0] if isinstance(element, tuple) else element
+        for name, value in model.predict_on_batch(inputs).items():
+            value = np.asarray(value)
+            pad = [(0, 0)] * value.ndim
+            pad[1] = (0, seq_length - value.shape[1])
+            outputs.setdefault(name, []).append(np.pad(value, pad))
+    return {name: np.concatenate(parts) for name, parts in outputs.items()}
 
 
 def resolve_paths(args):
@@ -171,3 +200,17 @@ def step_lines(total_steps, batch_size):
             self.progress.close()
 
     return StepLines()
+
+
+def write_results(path, metrics):
+    """`key = value` lines, sorted (google's eval_results.txt), temp name then rename."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        for key in sorted(metrics):
+            f.write(f"{key} = {metrics[key]}\n")
+    os.replace(tmp, path)
+
+
+def parser(description):
+    return argparse.ArgumentParser(description=description,
+                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
