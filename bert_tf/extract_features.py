@@ -96,39 +96,54 @@ def layer_model(encoder, layers):
     return keras.Model(inputs, [outputs[i] for i in layers])
 
 
-def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size=32):
-    """Yields one output dict per example (google's JSON layout)."""
+def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size=32,
+            window_batches=16):
+    """Yields one output dict per example (google's JSON layout), in input order.
+
+    Examples are batched by length: within each window of `window_batches` batches they
+    are sorted by packed length and every batch is padded to its longest (the outputs of
+    real positions do not depend on padding: masked keys), so mixed lengths cost what
+    their tokens cost; a window's outputs are then yielded in input order."""
     ids_a = tokenizer.encode([a for a, _ in examples]) if examples else []
     pairs = [i for i, (_, b) in enumerate(examples) if b is not None]
     ids_b = dict(zip(pairs, tokenizer.encode([examples[i][1] for i in pairs]))) \
         if pairs else {}
     model = layer_model(encoder, layers)
-    for start in range(0, len(examples), batch_size):
-        packed = [pack(ids_a[i], ids_b.get(i), max_seq_length, tokenizer.cls_id,
-                       tokenizer.sep_id)
-                  for i in range(start, min(start + batch_size, len(examples)))]
-        # Pad to the longest in the batch: the outputs of real positions do not depend on
-        # padding (masked keys), and short batches run faster.
-        width = max(len(ids) for ids, _ in packed)
-        token_ids = np.zeros((len(packed), width), np.int32)
-        segment_ids = np.zeros_like(token_ids)
-        mask = np.zeros_like(token_ids)
-        for row, (ids, segments) in enumerate(packed):
-            token_ids[row, :len(ids)] = ids
-            segment_ids[row, :len(ids)] = segments
-            mask[row, :len(ids)] = 1
-        outputs = model.predict_on_batch({"token_ids": token_ids, "segment_ids": segment_ids,
-                                          "padding_mask": mask})
-        outputs = [np.asarray(o, np.float32) for o in outputs]    # each [B, width, H]
-        for row, (ids, _) in enumerate(packed):
-            features = []
-            for position, token_id in enumerate(ids):
-                features.append({
-                    "token": tokenizer.vocab[token_id],
-                    "layers": [{"index": index,
-                                "values": [round(float(x), 6) for x in out[row, position]]}
-                               for index, out in zip(layers, outputs)]})
-            yield {"linex_index": start + row, "features": features}
+    window = batch_size * max(1, window_batches)
+    for begin in range(0, len(examples), window):
+        indexes = range(begin, min(begin + window, len(examples)))
+        packed = {i: pack(ids_a[i], ids_b.get(i), max_seq_length, tokenizer.cls_id,
+                          tokenizer.sep_id) for i in indexes}
+        order = sorted(indexes, key=lambda i: len(packed[i][0]))
+        records = {}
+        for start in range(0, len(order), batch_size):
+            batch = order[start:start + batch_size]
+            width = max(len(packed[i][0]) for i in batch)
+            token_ids = np.zeros((len(batch), width), np.int32)
+            segment_ids = np.zeros_like(token_ids)
+            mask = np.zeros_like(token_ids)
+            for row, i in enumerate(batch):
+                ids, segments = packed[i]
+                token_ids[row, :len(ids)] = ids
+                segment_ids[row, :len(ids)] = segments
+                mask[row, :len(ids)] = 1
+            outputs = model.predict_on_batch({"token_ids": token_ids,
+                                              "segment_ids": segment_ids,
+                                              "padding_mask": mask})
+            if len(layers) == 1:        # a one-output Keras model returns the array
+                outputs = [outputs]
+            outputs = [np.asarray(o, np.float32) for o in outputs]    # each [B, width, H]
+            for row, i in enumerate(batch):
+                features = []
+                for position, token_id in enumerate(packed[i][0]):
+                    features.append({
+                        "token": tokenizer.vocab[token_id],
+                        "layers": [{"index": index, "values": [
+                            round(float(x), 6) for x in out[row, position]]}
+                            for index, out in zip(layers, outputs)]})
+                records[i] = {"linex_index": i, "features": features}
+        for i in indexes:
+            yield records[i]
 
 
 def main(argv=None):

@@ -65,6 +65,9 @@ def parse_args(argv=None):
     flag("gcp_project", default=None)
     flag("seed", type=int, default=12345, help="initialisation, dropout and shuffling")
     flag("shuffle_buffer", type=int, default=10000)
+    flag("length_batching", default="off", choices=("longest", "off"),
+         help="--do_eval: longest cuts each eval batch to its longest sequence (a "
+              "multiple of 8); off keeps the shards' fixed length (google's)")
     args = p.parse_args(argv)
     if not (args.do_train or args.do_eval):
         p.error("at least one of --do_train or --do_eval must be true")
@@ -166,6 +169,11 @@ def run(args):
     if args.do_eval:
         dataset = pretraining_dataset(eval_files, args.eval_batch_size, args.max_seq_length,
                                       args.max_predictions_per_seq, is_training=False)
+        if args.length_batching == "longest":
+            from bert_tf.batching import trim_to_longest
+            inputs = ("token_ids", "segment_ids", "padding_mask")
+            dataset = dataset.map(lambda b: dict(b, **trim_to_longest(
+                {k: b[k] for k in inputs})))
         metrics = trainer.evaluate(dataset, args.max_eval_steps)
         print("***** Eval results *****")
         for key in sorted(metrics):

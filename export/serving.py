@@ -9,10 +9,17 @@ and the Keras model, with three signatures, as TF Serving users expect:
 
 Everything inside the signatures is TensorFlow / tensorflow_text ops, so the SavedModel
 loads in a process that imports nothing else (TF Serving links exactly those ops).
+
+The text signatures pack to max_seq_length and then cut the padding columns that no text
+of the batch reaches (`trim_to_longest`: the longest real sequence, rounded up to a
+multiple of 8), so a batch of short texts costs what short texts cost, as HF's pipeline
+pads each batch to its longest. Outputs keep their shapes: per-token outputs are padded
+back to max_seq_length (`pad_to_width`). serve_tokenized runs on what it is given.
 """
 
 import tensorflow as tf
 
+from bert_tf.batching import trim_to_longest
 from bert_tf.packing import BertPacker
 
 TOKENIZED_SPEC = {name: tf.TensorSpec([None, None], tf.int32, name=name)
@@ -55,10 +62,19 @@ class ServingModule(tf.Module):
             check_same_batch(texts, names)
         return self.packer(segment_a, segment_b)
 
+    # Outputs with a token axis (the last axis of the features), padded back to
+    # max_seq_length by the text signatures.
+    PER_TOKEN_OUTPUTS = ()
+
     def outputs_from_text(self, **texts):
-        """The text signature's work; tasks whose outputs refer back to the text (spans,
-        entities) override it."""
-        return self.outputs_from_tokens(self.features_from_text(**texts))
+        """The text signature's work: pack, cut the padding no text reaches, run the model;
+        tasks whose outputs refer back to the text (spans, entities) override it."""
+        features = self.features_from_text(**texts)
+        outputs = self.outputs_from_tokens(trim_to_longest(features))
+        width = tf.shape(features["padding_mask"])[-1]
+        rank = len(features["padding_mask"].shape)
+        return {k: pad_to_width(v, width, axis=rank - 1) if k in self.PER_TOKEN_OUTPUTS
+                else v for k, v in outputs.items()}
 
     def outputs_from_tokens(self, features):
         raise NotImplementedError
@@ -102,6 +118,14 @@ class ServingModule(tf.Module):
         }
 
 
+def pad_to_width(x, width, axis, value=0):
+    """Pads axis `axis` of x with `value` up to `width` (the inverse of trim_to_longest)."""
+    rank = len(x.shape)
+    paddings = [[0, 0]] * rank
+    paddings[axis] = [0, width - tf.shape(x)[axis]]
+    return tf.pad(x, paddings, constant_values=tf.cast(value, x.dtype))
+
+
 def check_same_batch(texts, names):
     """InvalidArgument unless every input named has the same batch size."""
     first = names[0]
@@ -134,13 +158,17 @@ def _float32(x):
 
 class EmbeddingsModule(ServingModule):
     """text -> pooled_output [batch, H], sequence_output [batch, seq, H], mean_pooled
-    [batch, H] (average of the real tokens' vectors, [CLS]/[SEP] included)."""
+    [batch, H] (average of the real tokens' vectors, [CLS]/[SEP] included), padding_mask
+    [batch, seq]. sequence_output is 0 where padding_mask is 0; seq is max_seq_length from
+    text, the input's from serve_tokenized."""
+
+    PER_TOKEN_OUTPUTS = ("sequence_output", "padding_mask")
 
     def outputs_from_tokens(self, features):
         out = self.model(features, training=False)
-        sequence = _float32(out["sequence_output"])                    # [batch, seq, H]
         mask = tf.cast(features["padding_mask"], tf.float32)[:, :, None]
-        mean = tf.reduce_sum(sequence * mask, 1) / tf.maximum(tf.reduce_sum(mask, 1), 1.0)
+        sequence = _float32(out["sequence_output"]) * mask             # [batch, seq, H]
+        mean = tf.reduce_sum(sequence, 1) / tf.maximum(tf.reduce_sum(mask, 1), 1.0)
         return {"pooled_output": _float32(out["pooled_output"]),
                 "sequence_output": sequence, "mean_pooled": mean,
                 "padding_mask": features["padding_mask"]}

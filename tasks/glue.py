@@ -41,6 +41,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import batching
 from bert_tf.flags import run_command
 from tasks import common, metrics, task_dir
 
@@ -507,7 +508,7 @@ def encode_labels(examples, labels):
 
 
 def make_dataset(examples, preprocessor, batch_size, pair, label_ids=None,
-                 training=False, seed=0, output_name="logits"):
+                 training=False, seed=0, output_name="logits", length_batching="off"):
     """tf.data of (inputs, label[, weight]) batches, tokenized in the pipeline.
 
     training: shuffled, repeated, full batches of (inputs, label).
@@ -515,7 +516,7 @@ def make_dataset(examples, preprocessor, batch_size, pair, label_ids=None,
     google's run_classifier pads for TPUs: every batch has one shape, so a jit-compiled
     model compiles once; yields (inputs, label, weight) and the padded tail is sliced
     off predictions (`predict_outputs`). Labels are keyed by the model's output_name
-    ("logits", or "score" for regression).
+    ("logits", or "score" for regression). length_batching: a bert_tf.batching mode.
     """
     n = len(examples)
     labels = np.zeros(n, np.int32) if label_ids is None else np.asarray(label_ids)
@@ -544,7 +545,10 @@ def make_dataset(examples, preprocessor, batch_size, pair, label_ids=None,
         inputs = preprocessor(texts["text_a"], texts.get("text_b"))
         label = {output_name: label}
         return (inputs, label) if training else (inputs, label, {output_name: weight})
-    return ds.map(pack, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    ds = ds.map(pack, num_parallel_calls=tf.data.AUTOTUNE)
+    ds = batching.rebatch(ds, batch_size, length_batching, preprocessor.packer.seq_length,
+                          drop_remainder=True)
+    return ds.prefetch(tf.data.AUTOTUNE)
 
 
 # ----------------------------------------------------------------------------- model
@@ -1009,7 +1013,8 @@ def run(args):
     def eval_dataset(examples, batch_size, with_labels=True):
         ids = encode_labels(examples, labels) if with_labels else None
         return make_dataset(examples, preprocessor, batch_size, pair, ids,
-                            output_name=output_name)
+                            output_name=output_name,
+                            length_batching=common.length_batching(args, training=False))
 
     if args.do_train:
         with strategy.scope():
@@ -1022,7 +1027,8 @@ def run(args):
                                  encoder.bert_config, args.vocab_file)
         train_ds = make_dataset(train, preprocessor, args.train_batch_size, pair,
                                 encode_labels(train, labels), training=True, seed=args.seed,
-                                output_name=output_name)
+                                output_name=output_name,
+                                length_batching=common.length_batching(args, training=True))
         eval_ds = None
         if dev:
             first = next(iter(dev.values()))

@@ -306,15 +306,21 @@ def compile_ner_model(model, optimizer):
     model.compile(optimizer=optimizer, loss={"logits": loss})
 
 
-def make_dataset(features, batch_size, training=False, seed=0, with_labels=True):
+def make_dataset(features, batch_size, training=False, seed=0, with_labels=True,
+                 length_batching="off"):
+    """tf.data of (inputs, {"logits": tags}) batches; length_batching: a bert_tf.batching
+    mode (the per-token tags are cut with the inputs)."""
     import tensorflow as tf
+
+    from bert_tf import batching
     x = {k: features[k] for k in ("token_ids", "segment_ids", "padding_mask")}
     ds = tf.data.Dataset.from_tensor_slices(
         (x, {"logits": features["label_ids"]}) if with_labels else x)
     n = len(features["token_ids"])
     if training:
         ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
-    return ds.batch(batch_size, drop_remainder=training and n >= batch_size).prefetch(2)
+    return batching.batch(ds, batch_size, length_batching, x["token_ids"].shape[1],
+                          drop_remainder=training and n >= batch_size).prefetch(2)
 
 
 # ----------------------------------------------------------------------------- prediction
@@ -366,10 +372,12 @@ def write_predictions(path, conll, predicted):
     os.replace(tmp, path)
 
 
-def predict_tags(model, conll, features, labels, batch_size):
+def predict_tags(model, conll, features, labels, batch_size, length_batching="off"):
     """Tags of every sentence of a featurized file."""
-    logits = model.predict(make_dataset(features, batch_size, with_labels=False),
-                           verbose=2)["logits"]
+    logits = common.predict_per_token(
+        model, make_dataset(features, batch_size, with_labels=False,
+                            length_batching=length_batching),
+        features["token_ids"].shape[1])["logits"]
     return word_tags(np.asarray(logits), features, conll.sentences, labels)
 
 
@@ -453,9 +461,11 @@ def run(args):
             encoder.bert_config, args.vocab_file)
         eval_ds = None
         if "eval" in evaluated:
-            eval_ds = make_dataset(evaluated["eval"][1], args.eval_batch_size)
+            eval_ds = make_dataset(evaluated["eval"][1], args.eval_batch_size,
+                                   length_batching=common.length_batching(args, False))
         common.fit(model, make_dataset(train_features, args.train_batch_size, training=True,
-                                       seed=args.seed),
+                                       seed=args.seed,
+                                       length_batching=common.length_batching(args, True)),
                    eval_ds, args, num_steps, monitor="val_loss" if eval_ds else None,
                    mode="min")
     model.load_weights(task_dir.weights_file(args.output_dir))
@@ -465,12 +475,14 @@ def run(args):
         conll, features, _ = evaluated["eval"]
         if conll.columns == 1:
             raise ValueError(f"{args.eval_file}: no gold tags to evaluate (one column)")
-        tags = predict_tags(model, conll, features, labels, args.eval_batch_size)
+        tags = predict_tags(model, conll, features, labels, args.eval_batch_size,
+                            common.length_batching(args, training=False))
         metrics.update(_score("eval", conll, tags))
     if args.do_predict:
         conll, features, _ = featurize(args.predict_file, tokenizer, labels,
                                        args.max_seq_length)
-        tags = predict_tags(model, conll, features, labels, args.predict_batch_size)
+        tags = predict_tags(model, conll, features, labels, args.predict_batch_size,
+                            common.length_batching(args, training=False))
         write_predictions(os.path.join(args.output_dir, "predictions.txt"), conll, tags)
         if conll.columns > 1:
             metrics.update(_score("predict", conll, tags))

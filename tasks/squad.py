@@ -381,8 +381,13 @@ def compile_squad_model(model, optimizer):
                   loss_weights={"start_logits": 0.5, "end_logits": 0.5})
 
 
-def make_dataset(features, batch_size, training=False, seed=0, with_labels=True):
+def make_dataset(features, batch_size, training=False, seed=0, with_labels=True,
+                 length_batching="off"):
+    """tf.data of (inputs, {start_logits, end_logits: positions}) batches;
+    length_batching: a bert_tf.batching mode."""
     import tensorflow as tf
+
+    from bert_tf import batching
     x = {k: features[k] for k in ("token_ids", "segment_ids", "padding_mask")}
     if with_labels:
         y = {"start_logits": features["start_positions"],
@@ -395,14 +400,19 @@ def make_dataset(features, batch_size, training=False, seed=0, with_labels=True)
         ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
     # Equal batches keep distributed replicas in step; a set smaller than one batch
     # still trains on what it has.
-    return ds.batch(batch_size, drop_remainder=training and n >= batch_size).prefetch(2)
+    return batching.batch(ds, batch_size, length_batching, x["token_ids"].shape[1],
+                          drop_remainder=training and n >= batch_size).prefetch(2)
 
 
 # ----------------------------------------------------------------------------- prediction
 
-def predict_logits(model, features, batch_size):
-    """-> (start_logits, end_logits), float32 [N, S]."""
-    out = model.predict(make_dataset(features, batch_size, with_labels=False), verbose=2)
+def predict_logits(model, features, batch_size, length_batching="off"):
+    """-> (start_logits, end_logits), float32 [N, S] (0 past a batch's cut width: never
+    inside a window)."""
+    out = common.predict_per_token(
+        model, make_dataset(features, batch_size, with_labels=False,
+                            length_batching=length_batching),
+        features["token_ids"].shape[1])
     return np.asarray(out["start_logits"]), np.asarray(out["end_logits"])
 
 
@@ -543,8 +553,11 @@ def run(args):
         task_dir.save_task_files(args.output_dir, TASK, task_config, encoder.bert_config,
                                  args.vocab_file)
         train_ds = make_dataset(features, args.train_batch_size, training=True,
-                                seed=args.seed)
-        eval_ds = make_dataset(dev[3], args.eval_batch_size) if dev else None
+                                seed=args.seed,
+                                length_batching=common.length_batching(args, True))
+        eval_ds = make_dataset(dev[3], args.eval_batch_size,
+                               length_batching=common.length_batching(args, False)) \
+            if dev else None
         common.fit(model, train_ds, eval_ds, args, num_steps,
                    monitor="val_loss" if eval_ds is not None else None, mode="min")
     model.load_weights(task_dir.weights_file(args.output_dir))
@@ -552,7 +565,8 @@ def run(args):
     metrics = {}
     if dev:
         examples, contexts, dataset, features, _ = dev
-        start, end = predict_logits(model, features, args.predict_batch_size)
+        start, end = predict_logits(model, features, args.predict_batch_size,
+                                    common.length_batching(args, training=False))
         results = postprocess(examples, contexts, features, start, end, args.n_best_size,
                               args.max_answer_length, args.version_2_with_negative,
                               args.null_score_diff_threshold)

@@ -26,6 +26,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import batching
 from bert_tf.flags import run_command
 from tasks import common, glue, task_dir
 from tasks.glue import DataError, RowReport, finish_report, numbered_rows
@@ -125,7 +126,8 @@ class MultipleChoicePreprocessor(tf.Module):
         return {k: tf.reshape(v, [-1, c, length]) for k, v in packed.items()}
 
 
-def make_dataset(examples, preprocessor, batch_size, training=False, seed=0):
+def make_dataset(examples, preprocessor, batch_size, training=False, seed=0,
+                 length_batching="off"):
     """tf.data of (inputs [B, C, L], {"logits": label}[, {"logits": weight}]), as
     tasks.glue.make_dataset: training batches are shuffled and repeated; evaluation ones
     padded to whole batches with weight-0 examples."""
@@ -153,7 +155,10 @@ def make_dataset(examples, preprocessor, batch_size, training=False, seed=0):
         inputs = preprocessor(*texts)
         return (inputs, {"logits": label}) if training else \
             (inputs, {"logits": label}, {"logits": weight})
-    return ds.map(pack, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    ds = ds.map(pack, num_parallel_calls=tf.data.AUTOTUNE)
+    ds = batching.rebatch(ds, batch_size, length_batching, preprocessor.packer.seq_length,
+                          drop_remainder=True)
+    return ds.prefetch(tf.data.AUTOTUNE)
 
 
 # ----------------------------------------------------------------------------- model
@@ -293,6 +298,7 @@ def run(args):
     dev = read("dev") if args.do_eval else None
     tokenizer = BertTokenizer(args.vocab_file, do_lower_case=args.do_lower_case)
     preprocessor = MultipleChoicePreprocessor(tokenizer, args.max_seq_length)
+    eval_batching = common.length_batching(args, training=False)
     with strategy.scope():
         encoder = common.task_encoder(args)
         model = build_multiple_choice_model(encoder)
@@ -308,11 +314,13 @@ def run(args):
              "max_seq_length": args.max_seq_length,
              "text_inputs": ["context", "start", "endings"]},
             encoder.bert_config, args.vocab_file)
-        eval_ds = make_dataset(dev, preprocessor, args.eval_batch_size) if dev else None
+        eval_ds = make_dataset(dev, preprocessor, args.eval_batch_size,
+                               length_batching=eval_batching) if dev else None
         if eval_ds is None:
             glue.remove_stale_best(args.output_dir)
         common.fit(model, make_dataset(train, preprocessor, args.train_batch_size,
-                                       training=True, seed=args.seed),
+                                       training=True, seed=args.seed,
+                                       length_batching=common.length_batching(args, True)),
                    eval_ds, args, num_steps,
                    monitor="val_accuracy" if eval_ds is not None else None, mode="max")
     model.load_weights(task_dir.weights_file(args.output_dir))
@@ -320,7 +328,8 @@ def run(args):
     results = {}
     if dev:
         outputs = glue.predict_outputs(
-            model, make_dataset(dev, preprocessor, args.eval_batch_size), len(dev))
+            model, make_dataset(dev, preprocessor, args.eval_batch_size,
+                                length_batching=eval_batching), len(dev))
         values = score_predictions(postprocess(outputs), [e.label for e in dev])
         results = {f"eval_{k}": v for k, v in values.items()}
         results["eval_num_examples"] = len(dev)
@@ -330,7 +339,8 @@ def run(args):
     if args.do_predict:
         test = read("test", with_labels=False)
         outputs = glue.predict_outputs(
-            model, make_dataset(test, preprocessor, args.predict_batch_size), len(test))
+            model, make_dataset(test, preprocessor, args.predict_batch_size,
+                                length_batching=eval_batching), len(test))
         write_predictions(os.path.join(args.output_dir, "test_results.tsv"), test,
                           postprocess(outputs))
         print(f"test: {len(test)} predictions written to {args.output_dir}", flush=True)

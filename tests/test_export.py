@@ -82,18 +82,50 @@ def in_process_embeddings(minilm_dir, texts, seq_length=64):
     return features, out
 
 
+def test_trim_to_longest_cuts_padding_no_sequence_reaches():
+    from bert_tf.batching import trim_to_longest
+    from export.serving import pad_to_width
+
+    def width(lengths, seq=24, choices=None):
+        mask = np.zeros((len(lengths), seq), "int32") if choices is None else \
+            np.zeros((len(lengths), choices, seq), "int32")
+        for i, n in enumerate(lengths):
+            mask[i, ..., :n] = 1
+        features = {"padding_mask": tf.constant(mask), "token_ids": tf.constant(mask * 7)}
+        out = trim_to_longest(features)
+        assert out["token_ids"].shape == out["padding_mask"].shape
+        np.testing.assert_array_equal(out["padding_mask"], mask[..., :out["padding_mask"]
+                                                                  .shape[-1]])
+        return int(out["padding_mask"].shape[-1])
+
+    assert width([3, 10]) == 16            # longest 10 -> a multiple of 8
+    assert width([8]) == 8
+    assert width([9, 2]) == 16
+    assert width([23]) == 24               # capped at seq
+    assert width([17], seq=20) == 20
+    assert width([]) == 8                  # a batch of 0
+    assert width([5, 12], choices=4) == 16  # [batch, choices, seq] (SWAG)
+    padded = pad_to_width(tf.ones([2, 16, 3]), 24, axis=1)
+    assert padded.shape == (2, 24, 3) and float(tf.reduce_sum(padded)) == 2 * 16 * 3
+
+
 def test_embeddings_signature_equals_keras_model(embeddings_export, minilm_dir):
     loaded = tf.saved_model.load(embeddings_export)
     assert set(loaded.signatures) == {"serving_default", "serve_tokenized", "serve_examples"}
     got = loaded.signatures["serving_default"](text=tf.constant(TEXTS))
     features, want = in_process_embeddings(minilm_dir, TEXTS)
+    # The texts are short: the signature ran at width 16, the Keras model at 64.
+    assert features["padding_mask"].numpy().sum(1).max() <= 16
     np.testing.assert_array_equal(got["padding_mask"], features["padding_mask"])
     np.testing.assert_allclose(got["pooled_output"], want["pooled_output"], atol=1e-5)
     # Hidden states reach |x| ~ 5: the graph's fused kernels reorder float sums, so
     # compare them relative to their size.
-    np.testing.assert_allclose(got["sequence_output"], want["sequence_output"], rtol=1e-4,
-                               atol=1e-5)
     mask = features["padding_mask"].numpy()[:, :, None]
+    assert got["sequence_output"].shape == want["sequence_output"].shape   # padded to max
+    np.testing.assert_allclose(got["sequence_output"], want["sequence_output"] * mask,
+                               rtol=1e-4, atol=1e-5)
+    assert not np.any(got["sequence_output"].numpy()[np.broadcast_to(
+        mask == 0, got["sequence_output"].shape)])                         # 0 at padding
     mean = (want["sequence_output"].numpy() * mask).sum(1) / mask.sum(1)
     np.testing.assert_allclose(got["mean_pooled"], mean, atol=1e-5)
     tokenized = loaded.signatures["serve_tokenized"](**features)

@@ -167,6 +167,28 @@ def test_classification_signatures_equal_keras_and_python(classifier_runs):
     np.testing.assert_allclose(score["score"], want["scores"], atol=1e-5)
 
 
+def test_short_texts_run_at_their_longest_with_the_probabilities_of_max_padding(
+        classifier_runs):
+    """The text signature cuts padding that no text of the batch reaches; the
+    probabilities equal those of the same texts padded to max_seq_length."""
+    run, path = classifier_runs["pair"]
+    loaded = tf.saved_model.load(path)
+    texts_a = ["the dog", "paris is the capital", "who lives in new york?"]
+    texts_b = ["a fox", "", "john smith"]
+    want, inputs = python_classify(run, texts_a, texts_b)        # padded to SEQ
+    lengths = inputs["padding_mask"].numpy().sum(1)
+    assert inputs["padding_mask"].shape[1] == SEQ and lengths.max() <= 16 < SEQ
+    got = loaded.signatures["serving_default"](text_a=tf.constant(texts_a),
+                                               text_b=tf.constant(texts_b))
+    np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-5)
+    # Alone, each text runs at its own width (one graph, no retracing): same answers.
+    for i in range(3):
+        one = loaded.signatures["serving_default"](text_a=tf.constant(texts_a[i:i + 1]),
+                                                   text_b=tf.constant(texts_b[i:i + 1]))
+        np.testing.assert_allclose(one["probabilities"][0], want["probabilities"][i],
+                                   atol=1e-5)
+
+
 def test_classification_hostile_inputs(classifier_runs):
     """Listed inputs -> defined outputs; batch of 0 -> empty outputs; mismatched pair
     sizes and a tf.Example missing a feature -> InvalidArgument."""

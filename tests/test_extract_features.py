@@ -75,6 +75,26 @@ def test_values_match_transformers_hidden_states(extracted, minilm_dir):
             np.testing.assert_allclose(ours, hidden[layer_index], atol=2e-4)
 
 
+def test_one_layer_and_other_batches_give_the_same_values(extracted, minilm_dir):
+    """--layers=-1 (a single layer) works, and batches sorted and cut differently
+    (batch 2 instead of 3) give the same per-token values, in input order."""
+    _, records, tmp = extracted
+    output_file = str(tmp / "one_layer.jsonl")
+    assert extract_features.main([
+        "--input_file", str(tmp / "input.txt"), "--output_file", output_file,
+        "--init_checkpoint", str(minilm_dir), "--layers=-1", "--max_seq_length", "32",
+        "--batch_size", "2"]) == len(LINES)
+    with open(output_file, encoding="utf-8") as f:
+        one = [json.loads(line) for line in f]
+    assert [r["linex_index"] for r in one] == list(range(len(LINES)))
+    for mine, full in zip(one, records):
+        assert [t["token"] for t in mine["features"]] == [t["token"] for t in full["features"]]
+        assert all([layer["index"] for layer in t["layers"]] == [-1] for t in mine["features"])
+        np.testing.assert_allclose([t["layers"][0]["values"] for t in mine["features"]],
+                                   [t["layers"][0]["values"] for t in full["features"]],
+                                   atol=1e-5)
+
+
 def test_lines_end_at_newline_only(tmp_path):
     # google reads with readline(): only "\n" ends a line. Other Unicode separators stay
     # inside the line (only the outer ones are stripped), so linex_index counts "\n" lines.

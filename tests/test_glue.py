@@ -699,3 +699,33 @@ def test_stsb_regression_learns_from_minilm_not_from_random(tmp_path, minilm_dir
     assert results["minilm"]["pearson"] >= 0.6
     assert results["random"]["pearson"] <= 0.3
     assert results["minilm"]["pearson"] - results["random"]["pearson"] >= 0.4
+
+
+@pytest.mark.slow
+def test_length_batching_keeps_held_out_accuracy(tmp_path, minilm_dir):
+    """The topic classifier from MiniLM at max_seq_length 64 (the sentences take 8-16
+    pieces): batches grouped by length and cut to their longest (the default) reach the
+    held-out accuracy of batches padded to 64 (google's way)."""
+    with open(tmp_path / "train.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["id", "text", "topic"])
+        writer.writerows([i, s, y] for i, (s, y) in enumerate(topic_rows(TOPIC_TRAIN, 0)))
+    held_out = topic_rows(TOPIC_HELD_OUT, 1)
+    with open(tmp_path / "held_out.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"text": text}) + "\n" for text, _ in held_out)
+    accuracy = {}
+    for mode in ("off", "bucket"):
+        run_dir = tmp_path / mode
+        run_dir.mkdir()
+        out = fine_tune(run_dir, minilm_dir, True, [
+            "--task_name", "custom", "--text_a_column", "text", "--label_column", "topic",
+            "--max_seq_length", "64", "--train_batch_size", "16", "--learning_rate", "1e-4",
+            "--num_train_epochs", "3", "--train_file", str(tmp_path / "train.csv"),
+            "--test_file", str(tmp_path / "held_out.jsonl"), "--length_batching", mode])
+        _, rows = read_results(out / "test_results.tsv")
+        accuracy[mode] = metrics.accuracy([y for _, y in held_out],
+                                          [r["prediction"] for r in rows])
+    print(f"custom topics held-out accuracy at seq 64: padded to 64 {accuracy['off']:.4f}, "
+          f"bucketed and cut {accuracy['bucket']:.4f}")
+    assert accuracy["off"] >= 0.8 and accuracy["bucket"] >= 0.8
+    assert abs(accuracy["off"] - accuracy["bucket"]) <= 0.1

@@ -1,0 +1,116 @@
+"""Batches cut to their longest sequence (bert_tf/batching.py): shapes, every example once,
+random order across buckets, a bounded number of widths, and model outputs unchanged."""
+
+import collections
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import batching
+
+SEQ = 64
+
+
+def packed_examples(lengths, seq=SEQ):
+    """Packed features of examples with the given real lengths (token i of example k is
+    1000 * k + i), and per-token tags and one label per example."""
+    n = len(lengths)
+    token_ids = np.zeros((n, seq), "int32")
+    for k, length in enumerate(lengths):
+        token_ids[k, :length] = 1000 * k + np.arange(1, length + 1)
+    mask = (token_ids > 0).astype("int32")
+    features = {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids),
+                "padding_mask": mask}
+    return features, {"tags": token_ids % 7, "label": np.arange(n, dtype="int32")}
+
+
+def test_trim_batch_cuts_inputs_and_per_token_labels_only():
+    features, labels = packed_examples([3, 10, 5])
+    inputs, out = batching.trim_batch(({k: tf.constant(v) for k, v in features.items()},
+                                       {k: tf.constant(v) for k, v in labels.items()}))
+    assert inputs["token_ids"].shape == (3, 16) and out["tags"].shape == (3, 16)
+    assert out["label"].shape == (3,)
+    np.testing.assert_array_equal(inputs["token_ids"], features["token_ids"][:, :16])
+    np.testing.assert_array_equal(out["tags"], labels["tags"][:, :16])
+
+
+@pytest.mark.parametrize("mode", ["longest", "bucket"])
+def test_every_example_once_at_a_multiple_of_8(mode):
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(2, SEQ + 1, size=200)
+    features, labels = packed_examples(lengths)
+    ds = tf.data.Dataset.from_tensor_slices((features, labels)).shuffle(200, seed=1)
+    seen, widths = [], collections.Counter()
+    for inputs, out in batching.batch(ds, 16, mode, SEQ):
+        width = inputs["token_ids"].shape[1]
+        real = inputs["padding_mask"].numpy().sum(1)
+        assert width % 8 == 0 and width <= SEQ and real.max() <= width
+        assert real.max() > width - 8                  # no column that no example uses
+        widths[width] += 1
+        np.testing.assert_array_equal(out["tags"], inputs["token_ids"].numpy() % 7)
+        seen += out["label"].numpy().tolist()
+        for row, k in zip(inputs["token_ids"].numpy(), out["label"].numpy()):
+            np.testing.assert_array_equal(row, features["token_ids"][k, :width])
+    assert sorted(seen) == list(range(200))
+    # The widths a jit-compiled step would compile: at most SEQ / 8.
+    assert len(widths) <= SEQ // 8
+    if mode == "bucket":
+        # Grouping by length: far less padding than batches in the shuffled order.
+        padded = sum(w * c for w, c in widths.items()) * 16
+        assert padded < 0.8 * sum(
+            16 * max(8, -(-max(lengths[i:i + 16]) // 8) * 8) for i in range(0, 200, 16))
+
+
+def test_bucket_order_is_random_across_epochs_and_buckets():
+    lengths = [4, 12, 20, 28] * 16
+    features, labels = packed_examples(lengths)
+    ds = tf.data.Dataset.from_tensor_slices((features, labels)).shuffle(
+        64, seed=3, reshuffle_each_iteration=True)
+    batched = batching.batch(ds, 4, "bucket", SEQ)
+    epochs = [[out["label"].numpy().tolist() for _, out in batched] for _ in range(2)]
+    assert epochs[0] != epochs[1]                       # reshuffled each epoch
+    for epoch in epochs:
+        widths = [lengths[b[0]] for b in epoch]
+        # Buckets interleave (not all short batches first): lengths are mixed in time.
+        assert widths != sorted(widths) and widths != sorted(widths, reverse=True)
+        for b in epoch:
+            assert len({lengths[i] for i in b}) == 1     # one length per batch here
+
+
+def test_rebatch_regroups_batches_packed_to_max():
+    features, labels = packed_examples([3, 40, 5, 6, 41, 2, 7, 39])
+    ds = tf.data.Dataset.from_tensor_slices((features, labels)).batch(4)
+    assert [b[0]["token_ids"].shape[1] for b in batching.rebatch(ds, 4, "off", SEQ)] == \
+        [64, 64]
+    assert [b[0]["token_ids"].shape[1] for b in batching.rebatch(ds, 4, "longest", SEQ)] == \
+        [40, 48]
+    grouped = list(batching.rebatch(ds, 4, "bucket", SEQ))
+    # Lengths <= 8: a full batch and the remainder; 39, 40 share a bucket, 41 is alone.
+    assert sorted((b[0]["token_ids"].shape[1], len(b[1]["label"])) for b in grouped) == \
+        [(8, 1), (8, 4), (40, 2), (48, 1)]
+    with pytest.raises(ValueError, match="length batching must be one of"):
+        batching.batch(ds.unbatch(), 4, "sorted", SEQ)
+
+
+def test_cut_batches_give_the_outputs_of_max_padding(minilm_dir):
+    """The real MiniLM encoder on a batch cut to its longest (16 of 64 columns): the real
+    tokens' outputs equal those of the batch padded to 64."""
+    from bert_tf.checkpoints import load_encoder
+    from bert_tf.packing import BertPacker
+    from bert_tf.tokenization import BertTokenizer
+    tokenizer = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"))
+    texts = ["Return the number of items in the list, or raise an error.", "中文 text.",
+             "a", "Raise an error."]
+    features = BertPacker.from_tokenizer(tokenizer, SEQ)(
+        tf.ragged.constant(tokenizer.encode(texts), dtype=tf.int32,
+                           row_splits_dtype=tf.int64))
+    cut = batching.trim_to_longest(features)
+    assert cut["token_ids"].shape == (4, 16)
+    encoder = load_encoder(minilm_dir)
+    full, short = encoder(features), encoder(cut)
+    np.testing.assert_allclose(short["pooled_output"], full["pooled_output"], atol=1e-5)
+    mask = cut["padding_mask"].numpy()[:, :, None]
+    np.testing.assert_allclose(short["sequence_output"] * mask,
+                               full["sequence_output"][:, :16] * mask, atol=1e-4)
