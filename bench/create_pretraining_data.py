@@ -33,7 +33,6 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bench.common import command_line, machine, markdown_table, write_section  # noqa: E402
 

@@ -22,7 +22,6 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bench.common import command_line, machine, markdown_table, median_time, write_section  # noqa: E402
 

@@ -40,7 +40,6 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bench.common import (command_line, length_summary, machine, markdown_table,  # noqa: E402
                           median_time, short_texts, write_section)

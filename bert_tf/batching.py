@@ -8,10 +8,15 @@ Here the same, on tf.data:
     off       every batch padded to max_seq_length (google-research/bert's behaviour)
     longest   batches in the given order, each cut to its longest sequence, rounded up to
               a multiple of 8 (`trim_to_longest`)
+    sort      windows of 50 batches' worth of (shuffled) examples sorted by length, cut
+              into full batches, the batches of a window shuffled, each cut as `longest`
+              (HF Trainer's group_by_length megabatches)
     bucket    examples of similar length batched together (tf.data
               `bucket_by_sequence_length`, buckets every 8 tokens), then cut as `longest`;
-              examples enter the buckets in their (shuffled) order, so every epoch still
-              mixes lengths and orders randomly. For training only: it reorders examples.
+              each bucket flushes a smaller batch when the data ends.
+sort and bucket reorder examples (training only); examples enter them in their shuffled
+order, so every epoch still mixes lengths and orders randomly. On one pass over a small
+set, sort keeps every batch full and so takes fewer steps than bucket.
 
 Widths are multiples of 8 up to max_seq_length, so an XLA-compiled step compiles at most
 max_seq_length / 8 programs (16 at 128).
@@ -23,8 +28,9 @@ per-token labels such as NER tags).
 
 import tensorflow as tf
 
-MODES = ("bucket", "longest", "off")
+MODES = ("sort", "bucket", "longest", "off")
 MULTIPLE = 8
+SORT_WINDOW_BATCHES = 50
 
 
 def trim_to_longest(features, multiple=MULTIPLE):
@@ -62,12 +68,26 @@ def sequence_length(element):
 
 
 def batch(dataset, batch_size, mode, max_seq_length, drop_remainder=False,
-          multiple=MULTIPLE):
+          multiple=MULTIPLE, seed=None):
     """Batches an unbatched dataset of (inputs, ...) examples packed to max_seq_length,
-    by `mode` (see the module docstring)."""
+    by `mode` (see the module docstring); seed: of sort's shuffle of batches."""
     if mode not in MODES:
         raise ValueError(f"length batching must be one of {MODES}, got {mode!r}")
-    if mode == "bucket":
+    if mode == "sort":
+        def sort_window(*window):
+            element = window if len(window) > 1 else window[0]
+            inputs = element[0] if isinstance(element, tuple) else element
+            mask = tf.reshape(inputs["padding_mask"],
+                              [tf.shape(inputs["padding_mask"])[0], -1,
+                               tf.shape(inputs["padding_mask"])[-1]])
+            lengths = tf.reduce_max(tf.reduce_sum(tf.cast(mask, tf.int32), -1), -1)
+            order = tf.argsort(lengths, stable=True)                     # [window]
+            ordered = tf.nest.map_structure(lambda x: tf.gather(x, order), element)
+            return tf.data.Dataset.from_tensor_slices(ordered).batch(
+                batch_size, drop_remainder=drop_remainder).shuffle(
+                    SORT_WINDOW_BATCHES, seed=seed)
+        dataset = dataset.batch(batch_size * SORT_WINDOW_BATCHES).flat_map(sort_window)
+    elif mode == "bucket":
         boundaries = list(range(multiple + 1, max_seq_length + 1, multiple))
         dataset = dataset.bucket_by_sequence_length(
             lambda *element: sequence_length(element if len(element) > 1 else element[0]),
@@ -84,10 +104,10 @@ def batch(dataset, batch_size, mode, max_seq_length, drop_remainder=False,
 
 
 def rebatch(dataset, batch_size, mode, max_seq_length, drop_remainder=False,
-            multiple=MULTIPLE):
+            multiple=MULTIPLE, seed=None):
     """`batch` for a dataset whose elements are already batches packed to max_seq_length
     (pipelines that tokenize a whole batch of strings at once): off leaves it, longest
-    cuts each batch, bucket regroups the examples by length first."""
+    cuts each batch, sort and bucket regroup the examples by length first."""
     if mode == "off":
         return dataset
     if mode == "longest":
@@ -95,4 +115,77 @@ def rebatch(dataset, batch_size, mode, max_seq_length, drop_remainder=False,
                                                        else element[0], multiple),
                            num_parallel_calls=tf.data.AUTOTUNE)
     return batch(dataset.unbatch(), batch_size, mode, max_seq_length, drop_remainder,
-                 multiple)
+                 multiple, seed)
+
+
+def pad_to_width(x, width, axis, value=0):
+    """Pads axis `axis` of x with `value` up to `width` (the inverse of trim_to_longest)."""
+    paddings = [[0, 0]] * len(x.shape)
+    paddings[axis] = [0, width - tf.shape(x)[axis]]
+    return tf.pad(x, paddings, constant_values=tf.cast(value, x.dtype))
+
+
+# One model call costs about this many tokens of work besides its tokens (the weights are
+# read once per call: ~30 ms for BERT-base fp32 on 2 CPU cores, ~32 tokens' worth).
+CALL_OVERHEAD_TOKENS = 32
+
+
+def run_by_length(fn, features, per_token=(), overhead_tokens=CALL_OVERHEAD_TOKENS,
+                  multiple=MULTIPLE):
+    """fn(features) on length-sorted sub-batches, each cut to its own longest sequence;
+    in the graph (serving signatures).
+
+    Padding a whole batch to its longest text (what HF's pipeline does) makes one long
+    text cost the batch its width. Here examples are sorted by length and split where it
+    pays: from each start, the sub-batch that minimises (overhead_tokens + rows x width)
+    per row is taken, so equal lengths stay one call and a few long texts get calls of
+    their own. Real tokens attend only to real tokens, so the outputs equal one call on
+    the whole batch padded to its width.
+
+    features: {name: [batch, ..., seq]}; fn returns {name: [rows, ...]}. Outputs come
+    back in the input order; those named in `per_token` (a token axis where the features
+    have it) are padded back to seq with 0.
+    """
+    mask = features["padding_mask"]
+    rank = len(mask.shape)
+    n, seq = tf.shape(mask)[0], tf.shape(mask)[-1]
+    last = tf.reduce_max(tf.where(mask > 0, tf.range(1, seq + 1), 0),
+                         axis=list(range(1, rank)))                        # [batch]
+    width = tf.minimum(seq, tf.maximum(multiple, (last + multiple - 1) // multiple * multiple))
+    order = tf.argsort(width, stable=True)
+    widths = tf.gather(width, order)                                       # ascending
+    ordered = {k: tf.gather(v, order) for k, v in features.items()}
+    rows_per_example = tf.cast(tf.reduce_prod(tf.shape(mask)[1:-1]), tf.float32)  # SWAG: C
+
+    def chunk(i):
+        """[i, j) and its width: the sub-batch from i with the least cost per row."""
+        j = tf.range(i + 1, n + 1)
+        rows = tf.cast(j - i, tf.float32)
+        cost = (overhead_tokens + rows * rows_per_example *
+                tf.cast(tf.gather(widths, j - 1), tf.float32)) / rows
+        end = tf.cond(n > i, lambda: i + 1 + tf.argmin(cost, output_type=tf.int32),
+                      lambda: n)
+        w = tf.cond(end > i, lambda: tf.gather(widths, end - 1), lambda: multiple)
+        return end, w
+
+    def run(i, end, w):
+        out = fn({k: v[i:end, ..., :w] for k, v in ordered.items()})
+        return {k: pad_to_width(v, seq, axis=rank - 1) if k in per_token else v
+                for k, v in out.items()}
+
+    # The first sub-batch outside the loop gives the outputs' names and dtypes; a batch
+    # of equal lengths ends there.
+    end, w = chunk(0)
+    first = run(0, end, w)
+    names = sorted(first)
+    arrays = [tf.TensorArray(first[k].dtype, size=0, dynamic_size=True, infer_shape=False)
+              .write(0, first[k]) for k in names]
+
+    def body(i, step, arrays):
+        end, w = chunk(i)
+        out = run(i, end, w)
+        return end, step + 1, [a.write(step, out[k]) for a, k in zip(arrays, names)]
+
+    _, _, arrays = tf.while_loop(lambda i, step, arrays: i < n, body, (end, 1, arrays))
+    inverse = tf.math.invert_permutation(order)
+    return {k: tf.gather(a.concat(), inverse) for k, a in zip(names, arrays)}

@@ -18,7 +18,7 @@ exclusive; -1 in the padding), num_entities [batch].
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.batching import trim_to_longest
+from bert_tf.batching import run_by_length
 from export import text_offsets
 from export.serving import ServingModule, _float32
 
@@ -108,10 +108,12 @@ class NerModule(ServingModule):
         piece_splits = pieces.row_splits                                   # [W + 1]
 
         part_first, part_end = self._parts(piece_splits, word_splits, room)   # [P] words
-        packed = trim_to_longest(self.packer(tf.RaggedTensor.from_row_splits(
+        packed = self.packer(tf.RaggedTensor.from_row_splits(
             pieces.flat_values,
-            tf.concat([[0], tf.gather(piece_splits, part_end)], 0), validate=False)))
-        logits = _float32(self.model(packed, training=False)["logits"])    # [P, width, K]
+            tf.concat([[0], tf.gather(piece_splits, part_end)], 0), validate=False))
+        logits = run_by_length(
+            lambda f: {"logits": _float32(self.model(f, training=False)["logits"])},
+            packed, per_token=("logits",))["logits"]                      # [P, seq, K]
 
         # Each word's tag: the argmax at its first piece.
         n_words = tf.size(begin, out_type=tf.int64)

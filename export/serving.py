@@ -10,16 +10,17 @@ and the Keras model, with three signatures, as TF Serving users expect:
 Everything inside the signatures is TensorFlow / tensorflow_text ops, so the SavedModel
 loads in a process that imports nothing else (TF Serving links exactly those ops).
 
-The text signatures pack to max_seq_length and then cut the padding columns that no text
-of the batch reaches (`trim_to_longest`: the longest real sequence, rounded up to a
-multiple of 8), so a batch of short texts costs what short texts cost, as HF's pipeline
-pads each batch to its longest. Outputs keep their shapes: per-token outputs are padded
-back to max_seq_length (`pad_to_width`). serve_tokenized runs on what it is given.
+The text signatures pack to max_seq_length, then run the model on length-sorted
+sub-batches, each cut to its own longest sequence (a multiple of 8;
+bert_tf.batching.run_by_length), so a batch of short texts costs what short texts cost
+and one long text does not widen the rest (HF's pipeline pads each batch to its longest).
+Outputs keep their shapes and order: per-token outputs are padded back to max_seq_length.
+serve_tokenized runs on what it is given.
 """
 
 import tensorflow as tf
 
-from bert_tf.batching import trim_to_longest
+from bert_tf.batching import run_by_length
 from bert_tf.packing import BertPacker
 
 TOKENIZED_SPEC = {name: tf.TensorSpec([None, None], tf.int32, name=name)
@@ -67,14 +68,11 @@ class ServingModule(tf.Module):
     PER_TOKEN_OUTPUTS = ()
 
     def outputs_from_text(self, **texts):
-        """The text signature's work: pack, cut the padding no text reaches, run the model;
-        tasks whose outputs refer back to the text (spans, entities) override it."""
-        features = self.features_from_text(**texts)
-        outputs = self.outputs_from_tokens(trim_to_longest(features))
-        width = tf.shape(features["padding_mask"])[-1]
-        rank = len(features["padding_mask"].shape)
-        return {k: pad_to_width(v, width, axis=rank - 1) if k in self.PER_TOKEN_OUTPUTS
-                else v for k, v in outputs.items()}
+        """The text signature's work: pack, run the model on length-sorted sub-batches
+        each cut to its longest (bert_tf.batching.run_by_length); tasks whose outputs
+        refer back to the text (spans, entities) override it."""
+        return run_by_length(self.outputs_from_tokens, self.features_from_text(**texts),
+                             per_token=self.PER_TOKEN_OUTPUTS)
 
     def outputs_from_tokens(self, features):
         raise NotImplementedError
@@ -116,14 +114,6 @@ class ServingModule(tf.Module):
             "serve_tokenized": _kwargs(serve_tokenized, tuple(tokenized_spec)),
             "serve_examples": serve_examples.get_concrete_function(),
         }
-
-
-def pad_to_width(x, width, axis, value=0):
-    """Pads axis `axis` of x with `value` up to `width` (the inverse of trim_to_longest)."""
-    rank = len(x.shape)
-    paddings = [[0, 0]] * rank
-    paddings[axis] = [0, width - tf.shape(x)[axis]]
-    return tf.pad(x, paddings, constant_values=tf.cast(value, x.dtype))
 
 
 def check_same_batch(texts, names):

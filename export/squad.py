@@ -23,9 +23,9 @@ serve_tokenized returns the start and end logits of the windows it is given.
 
 import tensorflow as tf
 
-from bert_tf.batching import trim_to_longest
+from bert_tf.batching import run_by_length
 from export import text_offsets
-from export.serving import ServingModule, _float32, check_same_batch, pad_to_width
+from export.serving import ServingModule, _float32, check_same_batch
 
 
 def _gather_or(params, indices, valid, default):
@@ -140,12 +140,11 @@ class SquadModule(ServingModule):
     def outputs_from_text(self, question, context):
         check_same_batch({"question": question, "context": context}, self.TEXT_INPUTS)
         features, w = self._windows(question, context)
-        # The model runs on [N, width] (padding no window reaches cut); its logits are
-        # padded back to [N, seq], where in_doc is False past every window's end.
-        logits = self.outputs_from_tokens(trim_to_longest(features))
-        seq = self.packer.seq_length
-        start_logits = pad_to_width(logits["start_logits"], seq, axis=1)  # [N, seq]
-        end_logits = pad_to_width(logits["end_logits"], seq, axis=1)
+        # The model runs on length-sorted windows cut to their longest; the logits come
+        # back padded to [N, seq] with 0 where in_doc is False (past every window's end).
+        logits = run_by_length(self.outputs_from_tokens, features,
+                               per_token=("start_logits", "end_logits"))
+        start_logits, end_logits = logits["start_logits"], logits["end_logits"]  # [N, seq]
         batch = tf.shape(question, out_type=tf.int64)[0]
         example, in_doc = w["example"], w["in_doc"]
         k = min(self.n_best_size, self.packer.seq_length)

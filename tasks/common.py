@@ -42,20 +42,21 @@ def add_common_flags(parser):
       help="split the CPU into N logical devices (mirrored strategy without accelerators)")
     f("--tpu", default=None)
     f("--seed", type=int, default=12345)
-    f("--length_batching", default="bucket", choices=("bucket", "longest", "off"),
-      help="bucket: training batches group examples of similar length and every batch is "
-           "cut to its longest sequence (a multiple of 8); longest: batches keep their "
-           "order, each cut to its longest; off: every batch padded to --max_seq_length "
-           "(google's). Evaluation and prediction keep their order (bucket acts as "
-           "longest there). See bert_tf/batching.py")
+    f("--length_batching", default="sort", choices=("sort", "bucket", "longest", "off"),
+      help="sort: training examples sorted by length within windows of 50 batches, "
+           "every batch cut to its longest sequence (a multiple of 8), batches shuffled "
+           "(HF's group_by_length); bucket: tf.data length buckets instead; longest: "
+           "batches keep their order, each cut to its longest; off: every batch padded "
+           "to --max_seq_length (google's). Evaluation and prediction keep their order "
+           "(sort and bucket act as longest there). See bert_tf/batching.py")
     return parser
 
 
 def length_batching(args, training):
     """The bert_tf.batching mode of a pipeline: evaluation and prediction keep their
-    example order, so bucket becomes longest there."""
+    example order, so sort and bucket become longest there."""
     mode = getattr(args, "length_batching", "off")
-    return "longest" if mode == "bucket" and not training else mode
+    return "longest" if mode in ("sort", "bucket") and not training else mode
 
 
 def predict_per_token(model, dataset, seq_length):

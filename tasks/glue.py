@@ -508,7 +508,8 @@ def encode_labels(examples, labels):
 
 
 def make_dataset(examples, preprocessor, batch_size, pair, label_ids=None,
-                 training=False, seed=0, output_name="logits", length_batching="off"):
+                 training=False, seed=0, output_name="logits", length_batching="off",
+                 repeat=True):
     """tf.data of (inputs, label[, weight]) batches, tokenized in the pipeline.
 
     training: shuffled, repeated, full batches of (inputs, label).
@@ -517,6 +518,8 @@ def make_dataset(examples, preprocessor, batch_size, pair, label_ids=None,
     model compiles once; yields (inputs, label, weight) and the padded tail is sliced
     off predictions (`predict_outputs`). Labels are keyed by the model's output_name
     ("logits", or "score" for regression). length_batching: a bert_tf.batching mode.
+    repeat=False (training): one pass, each example exactly once (length buckets flush
+    their last, smaller batches at the end).
     """
     n = len(examples)
     labels = np.zeros(n, np.int32) if label_ids is None else np.asarray(label_ids)
@@ -538,8 +541,9 @@ def make_dataset(examples, preprocessor, batch_size, pair, label_ids=None,
         texts["text_b"] = tf.constant(texts_b, tf.string)
     ds = tf.data.Dataset.from_tensor_slices((texts, labels, weights))
     if training:
-        ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True).repeat()
-    ds = ds.batch(batch_size, drop_remainder=True)
+        ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+        ds = ds.repeat() if repeat else ds
+    ds = ds.batch(batch_size, drop_remainder=repeat)
 
     def pack(texts, label, weight):
         inputs = preprocessor(texts["text_a"], texts.get("text_b"))
@@ -547,7 +551,7 @@ def make_dataset(examples, preprocessor, batch_size, pair, label_ids=None,
         return (inputs, label) if training else (inputs, label, {output_name: weight})
     ds = ds.map(pack, num_parallel_calls=tf.data.AUTOTUNE)
     ds = batching.rebatch(ds, batch_size, length_batching, preprocessor.packer.seq_length,
-                          drop_remainder=True)
+                          drop_remainder=repeat, seed=seed)
     return ds.prefetch(tf.data.AUTOTUNE)
 
 

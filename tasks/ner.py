@@ -320,7 +320,8 @@ def make_dataset(features, batch_size, training=False, seed=0, with_labels=True,
     if training:
         ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
     return batching.batch(ds, batch_size, length_batching, x["token_ids"].shape[1],
-                          drop_remainder=training and n >= batch_size).prefetch(2)
+                          drop_remainder=training and n >= batch_size,
+                          seed=seed).prefetch(2)
 
 
 # ----------------------------------------------------------------------------- prediction

@@ -401,7 +401,8 @@ def make_dataset(features, batch_size, training=False, seed=0, with_labels=True,
     # Equal batches keep distributed replicas in step; a set smaller than one batch
     # still trains on what it has.
     return batching.batch(ds, batch_size, length_batching, x["token_ids"].shape[1],
-                          drop_remainder=training and n >= batch_size).prefetch(2)
+                          drop_remainder=training and n >= batch_size,
+                          seed=seed).prefetch(2)
 
 
 # ----------------------------------------------------------------------------- prediction

@@ -157,7 +157,7 @@ def make_dataset(examples, preprocessor, batch_size, training=False, seed=0,
             (inputs, {"logits": label}, {"logits": weight})
     ds = ds.map(pack, num_parallel_calls=tf.data.AUTOTUNE)
     ds = batching.rebatch(ds, batch_size, length_batching, preprocessor.packer.seq_length,
-                          drop_remainder=True)
+                          drop_remainder=True, seed=seed)
     return ds.prefetch(tf.data.AUTOTUNE)
 
 

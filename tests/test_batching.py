@@ -36,7 +36,7 @@ def test_trim_batch_cuts_inputs_and_per_token_labels_only():
     np.testing.assert_array_equal(out["tags"], labels["tags"][:, :16])
 
 
-@pytest.mark.parametrize("mode", ["longest", "bucket"])
+@pytest.mark.parametrize("mode", ["longest", "sort", "bucket"])
 def test_every_example_once_at_a_multiple_of_8(mode):
     rng = np.random.default_rng(0)
     lengths = rng.integers(2, SEQ + 1, size=200)
@@ -56,7 +56,7 @@ def test_every_example_once_at_a_multiple_of_8(mode):
     assert sorted(seen) == list(range(200))
     # The widths a jit-compiled step would compile: at most SEQ / 8.
     assert len(widths) <= SEQ // 8
-    if mode == "bucket":
+    if mode in ("sort", "bucket"):
         # Grouping by length: far less padding than batches in the shuffled order.
         padded = sum(w * c for w, c in widths.items()) * 16
         assert padded < 0.8 * sum(
@@ -77,6 +77,26 @@ def test_bucket_order_is_random_across_epochs_and_buckets():
         assert widths != sorted(widths) and widths != sorted(widths, reverse=True)
         for b in epoch:
             assert len({lengths[i] for i in b}) == 1     # one length per batch here
+
+
+def test_sort_keeps_batches_full_and_shuffles_them():
+    """sort: one pass over 200 examples gives 12 full batches of 16 and one of 8 (bucket
+    would flush a partial batch per bucket), in a different order every epoch."""
+    rng = np.random.default_rng(1)
+    lengths = rng.integers(2, SEQ + 1, size=200)
+    features, labels = packed_examples(lengths)
+    ds = tf.data.Dataset.from_tensor_slices((features, labels)).shuffle(
+        200, seed=2, reshuffle_each_iteration=True)
+    batched = batching.batch(ds, 16, "sort", SEQ, seed=3)
+    epochs = [[(inputs["token_ids"].shape[1], out["label"].numpy().tolist())
+               for inputs, out in batched] for _ in range(2)]
+    for epoch in epochs:
+        assert sorted(len(b) for _, b in epoch) == [8] + [16] * 12
+        widths = [w for w, _ in epoch]
+        assert widths != sorted(widths)                   # batches shuffled
+    assert [b for _, b in epochs[0]] != [b for _, b in epochs[1]]
+    bucket = list(batching.batch(ds, 16, "bucket", SEQ))
+    assert len(bucket) > len(epochs[0])                   # partial batch per bucket
 
 
 def test_rebatch_regroups_batches_packed_to_max():
@@ -114,3 +134,70 @@ def test_cut_batches_give_the_outputs_of_max_padding(minilm_dir):
     mask = cut["padding_mask"].numpy()[:, :, None]
     np.testing.assert_allclose(short["sequence_output"] * mask,
                                full["sequence_output"][:, :16] * mask, atol=1e-4)
+
+
+def run_recorded(lengths, seq=SEQ, choices=None, graph=True):
+    """run_by_length with an fn that records each call's shape and returns per-example
+    and per-token values computed from the tokens alone."""
+    features, _ = packed_examples(lengths, seq)
+    if choices:
+        features = {k: np.repeat(v[:, None, :], choices, 1) for k, v in features.items()}
+    calls = []
+
+    def fn(f):
+        calls.append(f["token_ids"].shape)
+        ids = tf.cast(f["token_ids"], tf.float32)
+        axes = list(range(1, len(f["token_ids"].shape)))
+        return {"total": tf.reduce_sum(ids, axes), "label": tf.strings.as_string(
+            tf.reduce_max(tf.cast(f["token_ids"], tf.int32), axes)), "double": 2 * ids}
+
+    run = lambda f: batching.run_by_length(fn, f, per_token=("double",))  # noqa: E731
+    if graph:
+        run = tf.function(run)
+    out = run({k: tf.constant(v) for k, v in features.items()})
+    return features, {k: v.numpy() for k, v in out.items()}, calls
+
+
+@pytest.mark.parametrize("graph", [True, False])
+def test_run_by_length_equals_one_call_in_input_order(graph):
+    lengths = [60, 3, 5, 4, 30, 6, 2, 64, 7, 5]
+    features, out, _ = run_recorded(lengths, graph=graph)
+    ids = features["token_ids"].astype("float32")
+    np.testing.assert_array_equal(out["total"], ids.sum(1))
+    assert [x.decode() for x in out["label"]] == [str(v) for v in features["token_ids"]
+                                                  .max(1)]
+    assert out["double"].shape == (10, SEQ)                   # padded back to seq
+    np.testing.assert_array_equal(out["double"], 2 * ids)
+
+
+def test_run_by_length_splits_where_it_pays():
+    # Eight short texts and one long: the long one gets a call of its own.
+    _, _, calls = run_recorded([3, 5, 4, 6, 2, 7, 5, 4, 60], graph=False)
+    assert [tuple(c) for c in calls] == [(8, 8), (1, 64)]
+    # Equal lengths: one call, as wide as they are.
+    _, _, calls = run_recorded([20] * 12, graph=False)
+    assert [tuple(c) for c in calls] == [(12, 24)]
+    # Rows x width plus a call's overhead: two long texts among 30 short ones share a call.
+    _, _, calls = run_recorded([10] * 30 + [50, 55], graph=False)
+    assert [tuple(c) for c in calls] == [(30, 16), (2, 56)]
+
+
+def test_run_by_length_empty_batch_and_choices():
+    _, out, _ = run_recorded([])
+    assert out["total"].shape == (0,) and out["double"].shape == (0, SEQ)
+    features, out, calls = run_recorded([5, 40, 6], choices=4, graph=False)
+    np.testing.assert_array_equal(out["total"], features["token_ids"].sum((1, 2)))
+    np.testing.assert_array_equal(out["double"], 2 * features["token_ids"])
+    assert [tuple(c) for c in calls] == [(2, 4, 8), (1, 4, 40)]
+
+
+def test_exact_widths_without_xla():
+    """multiple=1 (training without --jit_compile): each batch is cut to exactly its
+    longest sequence."""
+    features, labels = packed_examples([3, 10, 5, 17, 2, 9])
+    ds = tf.data.Dataset.from_tensor_slices((features, labels))
+    widths = [inputs["token_ids"].shape[1]
+              for inputs, _ in batching.batch(ds, 2, "longest", SEQ, multiple=1)]
+    assert widths == [10, 17, 9]
+    assert [inputs["token_ids"].shape[1]
+            for inputs, _ in batching.batch(ds, 2, "longest", SEQ)] == [16, 24, 16]

@@ -83,8 +83,7 @@ def in_process_embeddings(minilm_dir, texts, seq_length=64):
 
 
 def test_trim_to_longest_cuts_padding_no_sequence_reaches():
-    from bert_tf.batching import trim_to_longest
-    from export.serving import pad_to_width
+    from bert_tf.batching import pad_to_width, trim_to_longest
 
     def width(lengths, seq=24, choices=None):
         mask = np.zeros((len(lengths), seq), "int32") if choices is None else \
