@@ -91,6 +91,26 @@ def ours(directory, dtype, batch_size, jit_compile):
     return lambda: model.train_on_batch(x, y)
 
 
+def hf_adamw(model):
+    """torch AdamW with HF Trainer's grouping: no decay for biases and LayerNorm weights."""
+    import torch
+    no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
+    decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=LEARNING_RATE, eps=1e-6)
+
+
+def hf_step(model, opt, schedule, inputs):
+    """One HF torch optimizer step: forward, backward, clip to 1.0, AdamW, schedule."""
+    import torch
+    opt.zero_grad(set_to_none=True)
+    model(**inputs).loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    schedule.step()
+
+
 def hf_torch(directory, dtype, batch_size):
     import torch
     from transformers import BertForSequenceClassification, get_linear_schedule_with_warmup
@@ -101,12 +121,7 @@ def hf_torch(directory, dtype, batch_size):
     if dtype == "bf16":
         model = model.to(torch.bfloat16)
     model.train()
-    # HF Trainer's grouping: no decay for biases and LayerNorm weights.
-    no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
-    decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=LEARNING_RATE, eps=1e-6)
+    opt = hf_adamw(model)
     steps = NUM_TRAIN_EXAMPLES // batch_size * 3
     schedule = get_linear_schedule_with_warmup(opt, int(0.1 * steps), steps)
     x, y = pair_batch(batch_size, model.config.vocab_size)
@@ -115,13 +130,7 @@ def hf_torch(directory, dtype, batch_size):
                   attention_mask=torch.tensor(x["padding_mask"]).long(),
                   labels=torch.tensor(y).long())
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        model(**inputs).loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        schedule.step()
-    return step
+    return lambda: hf_step(model, opt, schedule, inputs)
 
 
 NUM_SHORT = 256
@@ -173,11 +182,7 @@ def hf_short(directory, batch_size, group_by_length):
     torch.manual_seed(0)
     model = BertForSequenceClassification.from_pretrained(directory, num_labels=2).train()
     tokenizer = BertTokenizerFast(vocab_file=os.path.join(directory, "vocab.txt"))
-    no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
-    decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=LEARNING_RATE, eps=1e-6)
+    opt = hf_adamw(model)
     steps = NUM_SHORT // batch_size
     schedule = get_linear_schedule_with_warmup(opt, int(0.3 * steps), 3 * steps)
     texts = short_texts(NUM_SHORT)
@@ -199,11 +204,7 @@ def hf_short(directory, batch_size, group_by_length):
 
     def epoch():
         for inputs in loader:
-            opt.zero_grad(set_to_none=True)
-            model(**inputs).loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            schedule.step()
+            hf_step(model, opt, schedule, inputs)
     return epoch
 
 

@@ -279,44 +279,44 @@ def main(argv=None):
                                                  line.startswith("round") and
                                                  rounds.append(line)), short=short)
     if short:
-        body = (f"Raw text -> prediction on real short text: "
-                f"{length_summary(short, os.path.join(minilm_dir(), 'vocab.txt'), args.max_seq_length)}"
-                f" (first sentence of every 7th standard-library docstring). BERT-base "
-                f"shape (L=12, H=768, vocab 30522), random weights, 2 labels, "
-                f"max_seq_length {args.max_seq_length}. Ours: the exported classification "
-                f"SavedModel's `serving_default` on tf.string batches; it cuts the padding "
-                f"that no text of the batch reaches. HF: `pipeline(\"text-classification\", "
-                f"top_k=None)`, `batch_size` = the batch, `truncation=True, "
-                f"max_length={args.max_seq_length}`: it pads each batch to its longest "
-                f"text. Each round every implementation answers the same {len(short)} "
-                f"texts in batches; median of {args.repeats} interleaved rounds.\n\n"
-                f"{table(times)}\n\n{target_note(times)}\n\n"
-                f"Per-round texts/s:\n\n```\n" + "\n".join(rounds) + "\n```\n\n"
-                f"{load_note(load_before)}\n\n"
-                f"Machine: {machine()}\n\nCommand: `{command_line()}`\n")
-        print(body)
-        if not args.no_write:
-            write_section("Serving (real short text)", body)
+        lengths = length_summary(short, os.path.join(minilm_dir(), "vocab.txt"),
+                                 args.max_seq_length)
+        about = (f"Raw text -> prediction on real short text: {lengths} (first sentence "
+                 f"of every 7th standard-library docstring). BERT-base shape (L=12, H=768, "
+                 f"vocab 30522), random weights, 2 labels, max_seq_length "
+                 f"{args.max_seq_length}. Ours: the exported classification SavedModel's "
+                 f"`serving_default` on tf.string batches; it runs length-sorted "
+                 f"sub-batches, each cut to its longest text. HF: "
+                 f"`pipeline(\"text-classification\", top_k=None)`, `batch_size` = the "
+                 f"batch, `truncation=True, max_length={args.max_seq_length}`: it pads each "
+                 f"batch to its longest text. Each round every implementation answers the "
+                 f"same {len(short)} texts in batches; median of {args.repeats} interleaved "
+                 f"rounds.")
+        write_report("Serving (real short text)", about, times, rounds, load_before, args)
         return
-    body = (f"Raw text -> prediction, BERT-base shape (L=12, H=768, vocab 30522), random "
-            f"weights, 2 labels, sequence length {args.max_seq_length} (every text fills "
-            f"it). Ours: the exported classification SavedModel (`tf.saved_model.load`, "
-            f"`serving_default` on a tf.string batch; tokenization in the graph). HF: "
-            f"`pipeline(\"text-classification\", top_k=None)` with "
-            f"`BertForSequenceClassification` + `BertTokenizerFast` from the same vocab, "
-            f"`truncation=True, max_length={args.max_seq_length}`, `batch_size` = the "
-            f"batch. bf16: export `--dtype bfloat16` (Keras `mixed_bfloat16`) / torch "
-            f"`model.to(bfloat16)`. Median of {args.repeats} interleaved rounds (batch 1: "
-            f"median of 3 calls per round).\n\n"
-            f"{table(times)}\n\n"
-            f"{target_note(times)}\n\n"
+    about = (f"Raw text -> prediction, BERT-base shape (L=12, H=768, vocab 30522), random "
+             f"weights, 2 labels, sequence length {args.max_seq_length} (every text fills "
+             f"it). Ours: the exported classification SavedModel (`tf.saved_model.load`, "
+             f"`serving_default` on a tf.string batch; tokenization in the graph). HF: "
+             f"`pipeline(\"text-classification\", top_k=None)` with "
+             f"`BertForSequenceClassification` + `BertTokenizerFast` from the same vocab, "
+             f"`truncation=True, max_length={args.max_seq_length}`, `batch_size` = the "
+             f"batch. bf16: export `--dtype bfloat16` (Keras `mixed_bfloat16`) / torch "
+             f"`model.to(bfloat16)`. Median of {args.repeats} interleaved rounds (batch 1: "
+             f"median of 3 calls per round).")
+    write_report("Serving", about, times, rounds, load_before, args)
+
+
+def write_report(section, about, times, rounds, load_before, args):
+    """The table, the target line, the per-round lines, load and machine; printed and
+    written as `section` of docs/benchmarks.md unless --no_write."""
+    body = (f"{about}\n\n{table(times)}\n\n{target_note(times)}\n\n"
             f"Per-round texts/s:\n\n```\n" + "\n".join(rounds) + "\n```\n\n"
             f"{load_note(load_before)}\n\n"
             f"Machine: {machine()}\n\nCommand: `{command_line()}`\n")
     print(body)
     if not args.no_write:
-        write_section("Serving", body)
-
+        write_section(section, body)
 
 if __name__ == "__main__":
     main()

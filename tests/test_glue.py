@@ -613,6 +613,19 @@ def write_stsb(path, groups, n, seed, split="train"):
     return scores
 
 
+def write_topic_files(tmp_path):
+    """train.csv (id, text, topic) and held_out.jsonl (text) of the topic sentences;
+    returns the held-out (text, topic) rows."""
+    with open(tmp_path / "train.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["id", "text", "topic"])
+        writer.writerows([i, s, y] for i, (s, y) in enumerate(topic_rows(TOPIC_TRAIN, 0)))
+    held_out = topic_rows(TOPIC_HELD_OUT, 1)
+    with open(tmp_path / "held_out.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"text": text}) + "\n" for text, _ in held_out)
+    return held_out
+
+
 def fine_tune(tmp_path, minilm_dir, pretrained, argv):
     """One CLI call that trains, then predicts the held-out file given as the test
     split: a run without an evaluation set predicts with its last weights, so the
@@ -641,13 +654,7 @@ def test_custom_csv_topics_learn_from_minilm_not_from_random(tmp_path, minilm_di
     """The custom classifier: three named labels from a CSV, 48 training sentences; the
     48 held-out sentences (a JSONL file to predict) use topic words training never
     shows. Chance is 1/3."""
-    with open(tmp_path / "train.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["id", "text", "topic"])
-        writer.writerows([i, s, y] for i, (s, y) in enumerate(topic_rows(TOPIC_TRAIN, 0)))
-    held_out = topic_rows(TOPIC_HELD_OUT, 1)
-    with open(tmp_path / "held_out.jsonl", "w", encoding="utf-8") as f:
-        f.writelines(json.dumps({"text": text}) + "\n" for text, _ in held_out)
+    held_out = write_topic_files(tmp_path)
     argv = ["--task_name", "custom", "--text_a_column", "text", "--label_column", "topic",
             "--max_seq_length", "16", "--train_batch_size", "16", "--learning_rate", "1e-4",
             "--num_train_epochs", "3", "--train_file", str(tmp_path / "train.csv"),
@@ -706,13 +713,7 @@ def test_length_batching_keeps_held_out_accuracy(tmp_path, minilm_dir):
     """The topic classifier from MiniLM at max_seq_length 64 (the sentences take 8-16
     pieces): batches grouped by length and cut to their longest (sort, the default, and
     bucket) reach the held-out accuracy of batches padded to 64 (google's way)."""
-    with open(tmp_path / "train.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["id", "text", "topic"])
-        writer.writerows([i, s, y] for i, (s, y) in enumerate(topic_rows(TOPIC_TRAIN, 0)))
-    held_out = topic_rows(TOPIC_HELD_OUT, 1)
-    with open(tmp_path / "held_out.jsonl", "w", encoding="utf-8") as f:
-        f.writelines(json.dumps({"text": text}) + "\n" for text, _ in held_out)
+    held_out = write_topic_files(tmp_path)
     accuracy = {}
     for mode in ("off", "sort", "bucket"):
         run_dir = tmp_path / mode
