@@ -33,38 +33,52 @@ MULTIPLE = 8
 SORT_WINDOW_BATCHES = 50
 
 
+def example_lengths(mask):
+    """Padding mask [batch, ..., seq] -> [batch]: each example's last real position (the
+    longest of its sequences: SWAG's choices)."""
+    seq = tf.shape(mask)[-1]
+    return tf.reduce_max(tf.where(mask > 0, tf.range(1, seq + 1), 0),
+                         axis=list(range(1, len(mask.shape))))
+
+
+def rounded_width(length, seq, multiple=MULTIPLE):
+    """length rounded up to a multiple of `multiple`, at least `multiple`, at most seq."""
+    return tf.minimum(seq, tf.maximum(multiple, (length + multiple - 1) // multiple * multiple))
+
+
 def trim_to_longest(features, multiple=MULTIPLE):
     """Packed features [..., seq] -> [..., width]: width is the last real position of any
     sequence (padding_mask > 0), rounded up to `multiple`, at most seq (and `multiple` for
     an empty batch)."""
-    mask = features["padding_mask"]
-    seq = tf.shape(mask)[-1]
-    last = tf.reduce_max(tf.where(mask > 0, tf.range(1, seq + 1), 0))     # 0 if empty
-    width = tf.minimum(seq, tf.maximum(multiple, (last + multiple - 1) // multiple * multiple))
+    width = _batch_width(features["padding_mask"], multiple)
     return {name: value[..., :width] for name, value in features.items()}
+
+
+def _batch_width(mask, multiple):
+    # reduce_max of an empty batch is the lowest int: rounded_width makes it `multiple`.
+    return rounded_width(tf.reduce_max(example_lengths(mask)), tf.shape(mask)[-1], multiple)
+
+
+def _element(args):
+    """A tf.data map function's arguments -> the element (a tuple or the one value)."""
+    return args if len(args) > 1 else args[0]
+
+
+def _inputs(element):
+    return element[0] if isinstance(element, tuple) else element
 
 
 def trim_batch(element, multiple=MULTIPLE):
     """trim_to_longest on a dataset element (inputs, labels...[, weights]): every tensor
     shaped like inputs["padding_mask"] is cut to the same width."""
-    inputs, *rest = element if isinstance(element, tuple) else (element,)
-    mask = inputs["padding_mask"]
-    width = tf.shape(trim_to_longest({"padding_mask": mask}, multiple)["padding_mask"])[-1]
+    mask = _inputs(element)["padding_mask"]
+    width = _batch_width(mask, multiple)
 
     def cut(x):
         if x.shape.rank == mask.shape.rank and x.shape[-1] == mask.shape[-1]:
             return x[..., :width]
         return x
-    out = tf.nest.map_structure(cut, (inputs, *rest))
-    return out if isinstance(element, tuple) else out[0]
-
-
-def sequence_length(element):
-    """Real tokens of one (unbatched) example: the longest of its sequences (SWAG: the
-    longest of its choices)."""
-    inputs = element[0] if isinstance(element, tuple) else element
-    mask = tf.reshape(inputs["padding_mask"], [-1, tf.shape(inputs["padding_mask"])[-1]])
-    return tf.reduce_max(tf.reduce_sum(tf.cast(mask, tf.int32), -1))
+    return tf.nest.map_structure(cut, element)
 
 
 def batch(dataset, batch_size, mode, max_seq_length, drop_remainder=False,
@@ -75,13 +89,9 @@ def batch(dataset, batch_size, mode, max_seq_length, drop_remainder=False,
         raise ValueError(f"length batching must be one of {MODES}, got {mode!r}")
     if mode == "sort":
         def sort_window(*window):
-            element = window if len(window) > 1 else window[0]
-            inputs = element[0] if isinstance(element, tuple) else element
-            mask = tf.reshape(inputs["padding_mask"],
-                              [tf.shape(inputs["padding_mask"])[0], -1,
-                               tf.shape(inputs["padding_mask"])[-1]])
-            lengths = tf.reduce_max(tf.reduce_sum(tf.cast(mask, tf.int32), -1), -1)
-            order = tf.argsort(lengths, stable=True)                     # [window]
+            element = _element(window)
+            order = tf.argsort(example_lengths(_inputs(element)["padding_mask"]),
+                               stable=True)                              # [window]
             ordered = tf.nest.map_structure(lambda x: tf.gather(x, order), element)
             return tf.data.Dataset.from_tensor_slices(ordered).batch(
                 batch_size, drop_remainder=drop_remainder).shuffle(
@@ -90,7 +100,8 @@ def batch(dataset, batch_size, mode, max_seq_length, drop_remainder=False,
     elif mode == "bucket":
         boundaries = list(range(multiple + 1, max_seq_length + 1, multiple))
         dataset = dataset.bucket_by_sequence_length(
-            lambda *element: sequence_length(element if len(element) > 1 else element[0]),
+            lambda *element: example_lengths(
+                _inputs(_element(element))["padding_mask"][None])[0],
             bucket_boundaries=boundaries,
             bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
             drop_remainder=drop_remainder)
@@ -98,8 +109,7 @@ def batch(dataset, batch_size, mode, max_seq_length, drop_remainder=False,
         dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
     if mode == "off":
         return dataset
-    return dataset.map(lambda *element: trim_batch(element if len(element) > 1
-                                                   else element[0], multiple),
+    return dataset.map(lambda *element: trim_batch(_element(element), multiple),
                        num_parallel_calls=tf.data.AUTOTUNE)
 
 
@@ -111,8 +121,7 @@ def rebatch(dataset, batch_size, mode, max_seq_length, drop_remainder=False,
     if mode == "off":
         return dataset
     if mode == "longest":
-        return dataset.map(lambda *element: trim_batch(element if len(element) > 1
-                                                       else element[0], multiple),
+        return dataset.map(lambda *element: trim_batch(_element(element), multiple),
                            num_parallel_calls=tf.data.AUTOTUNE)
     return batch(dataset.unbatch(), batch_size, mode, max_seq_length, drop_remainder,
                  multiple, seed)
@@ -149,9 +158,7 @@ def run_by_length(fn, features, per_token=(), overhead_tokens=CALL_OVERHEAD_TOKE
     mask = features["padding_mask"]
     rank = len(mask.shape)
     n, seq = tf.shape(mask)[0], tf.shape(mask)[-1]
-    last = tf.reduce_max(tf.where(mask > 0, tf.range(1, seq + 1), 0),
-                         axis=list(range(1, rank)))                        # [batch]
-    width = tf.minimum(seq, tf.maximum(multiple, (last + multiple - 1) // multiple * multiple))
+    width = rounded_width(example_lengths(mask), seq, multiple)            # [batch]
     order = tf.argsort(width, stable=True)
     widths = tf.gather(width, order)                                       # ascending
     ordered = {k: tf.gather(v, order) for k, v in features.items()}
