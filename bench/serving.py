@@ -82,8 +82,8 @@ def export_classifier(model, tokenizer, seq_length, labels, directory):
 
 def classifier(encoder_fn, num_classes, policy, weights=None):
     """A tasks.glue classifier on encoder_fn(policy); weights copied when given."""
-    from tasks import glue
-    model = glue.build_classifier_model(encoder_fn(policy), num_classes)
+    from bert_tf.task_models import BertClassifier
+    model = BertClassifier(encoder_fn(policy), num_classes)
     if weights is not None:
         model.set_weights(weights)
     return model

@@ -14,3 +14,37 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 from bert_tf import tf_logs as _tf_logs  # noqa: E402
 
 _tf_logs.install()
+
+# The public API, imported on first use (`import bert_tf` itself must stay light: it runs
+# before TensorFlow is imported, to set the variables above).
+_API = {
+    "BertConfig": "bert_tf.config",
+    "BertTokenizer": "bert_tf.tokenization",
+    "BertPacker": "bert_tf.packing",
+    "BertEncoder": "bert_tf.encoder",
+    "BertPretrainer": "bert_tf.pretraining.model",
+    "BertClassifier": "bert_tf.task_models",
+    "BertMultipleChoice": "bert_tf.task_models",
+    "BertTokenClassifier": "bert_tf.task_models",
+    "BertSpanLabeler": "bert_tf.task_models",
+    "load_encoder": "bert_tf.checkpoints",
+    "load_pretrainer": "bert_tf.checkpoints",
+    "save_checkpoint": "bert_tf.checkpoints",
+    "load_task_model": "bert_tf.run_dir",
+    "save_task_model": "bert_tf.run_dir",
+    "create_optimizer": "bert_tf.pretraining.optimization",
+}
+__all__ = sorted(_API)
+
+
+def __getattr__(name):
+    if name not in _API:
+        raise AttributeError(f"module 'bert_tf' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(_API[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_API))

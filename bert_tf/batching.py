@@ -127,6 +127,22 @@ def rebatch(dataset, batch_size, mode, max_seq_length, drop_remainder=False,
                  multiple, seed)
 
 
+def finish(dataset, buffer=2):
+    """The last step of a fine-tuning pipeline: `buffer` batches prefetched, tf.data's
+    autotuning off.
+
+    Autotuning runs a model of the pipeline in background threads. On a small CPU it
+    takes cores from the training step (steps at width 16 of MiniLM took 0.45 s with it,
+    0.35 s without), and deleting an iterator can wait seconds for its optimisation pass
+    to end (4 s per epoch of 8 steps, measured by timing `del iterator`). Tokenizing a
+    batch here costs a few ms, so a fixed prefetch keeps the step fed. Parallel maps
+    (`num_parallel_calls=AUTOTUNE`) then use as many calls as there are CPU cores.
+    """
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.prefetch(buffer).with_options(options)
+
+
 def pad_to_width(x, width, axis, value=0):
     """Pads axis `axis` of x with `value` up to `width` (the inverse of trim_to_longest)."""
     paddings = [[0, 0]] * len(x.shape)

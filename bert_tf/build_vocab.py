@@ -25,8 +25,10 @@ import os
 import sys
 
 import tensorflow as tf
+
+from bert_tf.cli import boolean, run_main
+from bert_tf.files import atomic_write
 from bert_tf.progress import progress_bar
-from bert_tf.flags import str2bool
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 CONTINUATION = "##"
@@ -197,12 +199,20 @@ def write_vocab(vocab, output_file):
     directory = os.path.dirname(output_file)
     if directory:
         tf.io.gfile.makedirs(directory)
-    tmp = f"{output_file}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as f:
+    with atomic_write(output_file) as f:
         f.write("".join(token + "\n" for token in vocab))
-    tf.io.gfile.rename(tmp, output_file, overwrite=True)
 
 
+def run(args):
+    """Learns and writes the vocabulary of the flags; returns it (a list of tokens)."""
+    files = expand_files(args.input_file)
+    if all(tf.io.gfile.stat(f).length == 0 for f in files):
+        raise ValueError(f"input is empty: {args.input_file}")
+    vocab = build_vocab(files, args.vocab_size, args.do_lower_case, args.output_file,
+                        max_unique_chars=args.max_unique_chars,
+                        min_frequency=args.min_frequency)
+    print(f"wrote {len(vocab)} tokens to {args.output_file}", file=sys.stderr)
+    return vocab
 
 
 def main(argv=None):
@@ -220,27 +230,15 @@ def main(argv=None):
     parser.add_argument("--vocab_size", type=int, default=30522,
                         help="maximum size including the 5 reserved tokens (default 30522, "
                              "bert-base's); smaller corpora stop earlier")
-    parser.add_argument("--do_lower_case", type=str2bool, nargs="?", const=True, default=True,
-                        help="lower-case, NFD and strip accents like uncased BERT (default "
-                             "true; --do_lower_case=false for a cased vocabulary)")
+    boolean(parser, "--do_lower_case", default=True,
+            help="lower-case, NFD and strip accents like uncased BERT (default "
+                 "true; --do_lower_case=false for a cased vocabulary)")
     parser.add_argument("--max_unique_chars", type=int, default=1000,
                         help="keep only this many most frequent characters (default 1000)")
     parser.add_argument("--min_frequency", type=int, default=2,
                         help="stop when the most frequent pair occurs fewer times (default 2)")
-    args = parser.parse_args(argv)
-    try:
-        files = expand_files(args.input_file)
-        if all(tf.io.gfile.stat(f).length == 0 for f in files):
-            raise ValueError(f"input is empty: {args.input_file}")
-        vocab = build_vocab(files, args.vocab_size, args.do_lower_case, args.output_file,
-                            max_unique_chars=args.max_unique_chars,
-                            min_frequency=args.min_frequency)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {len(vocab)} tokens to {args.output_file}", file=sys.stderr)
-    return 0
+    return run_main(run, parser.parse_args(argv))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -20,6 +20,10 @@ dropped), HF (`model.safetensors`, sharded `model.safetensors.index.json`, and
 `pytorch_model.bin` when torch is importable), Keras `.keras` files of our models.
 Writers: google TF1 (`bert_model.ckpt` + `bert_config.json` + `vocab.txt`), HF
 (`model.safetensors` + `config.json` + `vocab.txt`), Keras `.keras`.
+
+Why one file: every reader and writer goes through the one name table `_slots` and the
+one strict `restore`; split by format, each half would need the other's private mapping,
+and a reader of the table would have to open three files to see one tensor's names.
 """
 
 import dataclasses
@@ -633,7 +637,19 @@ def load_pretrainer(path, input_format="auto", bert_config_file=None,
     """A BertPretrainer initialised from any checkpoint the readers understand.
 
     An encoder-only checkpoint raises unless allow_missing_heads=True (the heads then keep
-    their initialisation; a warning lists them)."""
+    their initialisation; a warning lists them).
+
+    Args:
+        path: google TF1 (bert_model.ckpt prefix or its directory), HF directory
+            (model.safetensors / pytorch_model.bin + config.json) or a .keras file.
+        input_format: "auto", "google", "hf" or "keras".
+        bert_config_file: the config when it is not beside the weights.
+        allow_missing_heads, ignore: see above; tensor names to leave unrestored.
+        dtype: a Keras dtype policy for the model.
+
+    Example:
+        >>> model = bert_tf.load_pretrainer("uncased_L-12_H-768_A-12")  # doctest: +SKIP
+    """
     from bert_tf.pretraining.model import BertPretrainer
     checkpoint = read_checkpoint(path, input_format, bert_config_file)
     model = BertPretrainer.from_config_object(checkpoint.config, dtype=dtype)
@@ -642,7 +658,13 @@ def load_pretrainer(path, input_format="auto", bert_config_file=None,
 
 
 def load_encoder(path, input_format="auto", bert_config_file=None, ignore=(), dtype=None):
-    """A BertEncoder initialised from any checkpoint; head tensors, if any, are unused."""
+    """A BertEncoder initialised from any checkpoint; head tensors, if any, are unused.
+
+    Args: as `load_pretrainer` (path, input_format, bert_config_file, ignore, dtype).
+
+    Example:
+        >>> encoder = bert_tf.load_encoder("bert-hf", dtype="mixed_bfloat16")  # doctest: +SKIP
+    """
     from bert_tf.encoder import BertEncoder
     checkpoint = read_checkpoint(path, input_format, bert_config_file)
     model = BertEncoder.from_config_object(checkpoint.config, dtype=dtype)

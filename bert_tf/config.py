@@ -8,7 +8,8 @@ HF `config.json` files use the same names too, plus extra keys that are ignored.
 
 import dataclasses
 import json
-import os
+
+from bert_tf.files import write_json
 
 # `hidden_act` values and the GELU they mean. google's first release and HF's "gelu" use
 # the exact erf form; tensorflow/models and a later google commit use the tanh form.
@@ -19,6 +20,29 @@ SUPPORTED_ACTIVATIONS = GELU_EXACT + GELU_TANH + ("relu", "tanh", "swish", "silu
 
 @dataclasses.dataclass(frozen=True)
 class BertConfig:
+    """BERT's hyperparameters, named as google's bert_config.json names them (all fields
+    are checked together; one error lists every problem).
+
+    Args:
+        vocab_size, hidden_size, num_hidden_layers, num_attention_heads,
+        intermediate_size: the shape (BERT-base: 30522, 768, 12, 12, 3072).
+        hidden_act: "gelu" (exact erf), "gelu_new"/"gelu_tanh", "relu", "swish", ...
+        hidden_dropout_prob, attention_probs_dropout_prob: dropout rates in [0, 1).
+        max_position_embeddings, type_vocab_size: positions and segments.
+        initializer_range: stddev of the truncated-normal initialisers.
+        layer_norm_eps: LayerNorm epsilon (1e-12, as google's checkpoints use).
+
+    Example:
+        >>> from bert_tf import BertConfig
+        >>> config = BertConfig.preset("tiny", vocab_size=1000)
+        >>> config.vocab_size, config.hidden_size % config.num_attention_heads
+        (1000, 0)
+        >>> BertConfig(hidden_size=100, num_attention_heads=12)
+        Traceback (most recent call last):
+        ...
+        ValueError: Invalid BertConfig: hidden_size 100 is not a multiple of num_attention_heads 12
+    """
+
     vocab_size: int = 30522
     hidden_size: int = 768
     num_hidden_layers: int = 12
@@ -105,11 +129,7 @@ class BertConfig:
     def to_json_file(self, path, flavor="google"):
         values = {"google": self.to_google_dict, "hf": self.to_hf_dict,
                   "full": self.to_dict}[flavor]()
-        tmp = f"{path}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(values, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
+        write_json(path, values, indent=2, sort_keys=True, ensure_ascii=True)
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)

@@ -12,7 +12,8 @@ under a temporary name beside --output and renamed when complete.
 import argparse
 import glob
 import os
-import sys
+
+from bert_tf.cli import boolean, run_main
 
 
 def parse_args(argv=None):
@@ -37,8 +38,7 @@ def parse_args(argv=None):
     parser.add_argument("--vocab_file", default=None,
                         help="vocab.txt to copy beside the output; default: the one beside "
                              "--input, if any")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace --output if it exists and is not empty")
+    boolean(parser, "--overwrite", help="replace --output if it exists and is not empty")
     return parser.parse_args(argv)
 
 
@@ -82,19 +82,21 @@ def convert(input_path, output, output_format, input_format="auto", bert_config_
     return output
 
 
+def run(args):
+    """convert() with the flags, its lines on stdout; returns the output path."""
+    return convert(args.input, args.output, args.output_format, args.input_format,
+                   args.bert_config_file, args.vocab_file, args.overwrite,
+                   log=lambda line: print(line, flush=True))
+
+
 def main(argv=None):
+    """Returns the output path; a bad input, a file error (an existing --output
+    included) or a missing package is one `error: ...` line and exit status 1
+    (bert_tf/cli.py; a mismatch error lists every difference on that line)."""
     args = parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF's startup chatter out
-    try:
-        convert(args.input, args.output, args.output_format, args.input_format,
-                args.bert_config_file, args.vocab_file, args.overwrite,
-                log=lambda line: print(line, flush=True))
-    except (OSError, ValueError, ImportError) as e:
-        # One line: the mismatch error lists every difference on it already.
-        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
-        return 1
-    return 0
+    return run_main(run, args, errors=(OSError, ImportError))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -13,8 +13,10 @@ import argparse
 import ast
 import os
 import re
-import sys
 import sysconfig
+
+from bert_tf.cli import run_main
+from bert_tf.files import atomic_write
 
 # Third-party packages live under the standard library's directory on some installs; they
 # differ between machines, so they are left out of the default corpus.
@@ -96,9 +98,8 @@ def iter_documents(roots=None, min_sentences=1):
 
 def write_corpus(output_file, roots=None, max_bytes=None):
     """Writes the corpus (temp name, then rename); returns (documents, bytes)."""
-    tmp = f"{output_file}.tmp"
     n_docs = n_bytes = 0
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_write(output_file) as f:
         for sentences in iter_documents(roots):
             block = "\n".join(sentences) + "\n\n"
             f.write(block)
@@ -106,7 +107,13 @@ def write_corpus(output_file, roots=None, max_bytes=None):
             n_bytes += len(block.encode("utf-8"))
             if max_bytes and n_bytes >= max_bytes:
                 break
-    os.replace(tmp, output_file)
+    return n_docs, n_bytes
+
+
+def run(args):
+    n_docs, n_bytes = write_corpus(args.output_file, roots=args.source_dir,
+                                   max_bytes=args.max_bytes)
+    print(f"wrote {n_docs} documents, {n_bytes / 1e6:.2f} MB to {args.output_file}")
     return n_docs, n_bytes
 
 
@@ -120,11 +127,8 @@ def main(argv=None):
                              "instead of the standard library (repeatable).")
     parser.add_argument("--max_bytes", type=int, default=None,
                         help="Stop after about this many bytes (default: everything).")
-    args = parser.parse_args(argv)
-    n_docs, n_bytes = write_corpus(args.output_file, roots=args.source_dir,
-                                   max_bytes=args.max_bytes)
-    print(f"wrote {n_docs} documents, {n_bytes / 1e6:.2f} MB to {args.output_file}")
+    return run_main(run, parser.parse_args(argv))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -30,8 +30,9 @@ import time
 # import TensorFlow (pretraining_data/tokenizer.py says why); the main process does not
 # even import numpy: it only reads, dispatches and writes, and stays small.
 from bert_tf.pretraining_data import inputs
+from bert_tf.cli import boolean, run_main
+from bert_tf.files import write_json
 from bert_tf.pretraining_data.pool import WorkerError
-from bert_tf.flags import str2bool
 
 PROG = "python -m bert_tf.create_pretraining_data"
 
@@ -53,17 +54,16 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     flag = lambda name, **kw: p.add_argument(f"--{name}", **kw)  # noqa: E731
-    boolean = dict(type=str2bool, nargs="?", const=True, metavar="BOOL")
     # google-research/bert's flags, same names and defaults.
     flag("input_file", required=True, help="input text: comma-separated globs")
     flag("output_file", required=True,
          help="output TFRecord file, or comma-separated files (one shard each), or with "
               "--num_shards N a prefix: PREFIX-00000-of-0000N ...")
     flag("vocab_file", required=True, help="WordPiece vocabulary of the model")
-    flag("do_lower_case", default=True, help="lower-case and strip accents (uncased models)",
-         **boolean)
-    flag("do_whole_word_mask", default=False,
-         help="mask whole words (80/10/10 drawn once per word)", **boolean)
+    boolean(p, "--do_lower_case", default=True,
+            help="lower-case and strip accents (uncased models)")
+    boolean(p, "--do_whole_word_mask", default=False,
+            help="mask whole words (80/10/10 drawn once per word)")
     flag("max_seq_length", type=int, default=128, help="tokens per example, padded")
     flag("max_predictions_per_seq", type=int, default=20,
          help="most masked-LM predictions per example")
@@ -83,8 +83,8 @@ def parse_args(argv=None):
               "cores); the output does not depend on it")
     flag("max_ngram_size", type=int, default=1,
          help="mask spans of up to N words (or pieces), P(n) ~ 1/n; 1: no n-grams")
-    flag("gzip", default=False, help="gzip the shards (read with compression_type='GZIP')",
-         **boolean)
+    boolean(p, "--gzip", default=False,
+            help="gzip the shards (read with compression_type='GZIP')")
     flag("input_format", default="lines", choices=inputs.INPUT_FORMATS,
          help="lines: a sentence per line, blank line between documents (google's); "
               "paragraphs: blank line between documents, sentences found by punctuation; "
@@ -93,7 +93,7 @@ def parse_args(argv=None):
     flag("block_size_kb", type=int, default=512,
          help="text per block: the window random next sentences are drawn from and the "
               "unit of parallel work (changing it changes the output)")
-    flag("quiet", default=False, help="no progress bar", **boolean)
+    boolean(p, "--quiet", default=False, help="no progress bar")
     return p.parse_args(argv)
 
 
@@ -193,14 +193,6 @@ def summarize(counts, shards, config, seconds, complete, skipped, examples_this_
         "config": config,
     }
     return summary
-
-
-def write_json(path, obj):
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
 
 
 def read_previous(summary_path, shards, config):
@@ -326,7 +318,7 @@ class ShardWriter:
         ordered = [self.entries[p] for p in self.shards if p in self.entries]
         summary = summarize(counts, ordered, self.config, time.time() - self.start,
                             complete, len(self.done), self.this_run["examples"])
-        write_json(self.summary_path, summary)
+        write_json(self.summary_path, summary, indent=1, sort_keys=False, ensure_ascii=True)
         return summary
 
     def _advance_to(self, shard):
@@ -492,16 +484,13 @@ def print_summary(summary, summary_path, out=sys.stdout):
 
 
 def main(argv=None):
+    """Returns the run's summary; a bad input or a file or worker failure is one
+    `error: ...` line and exit status 1 (bert_tf/cli.py)."""
     args = parse_args(argv)
-    try:
-        summary = run(args)
-    except (InputError, OSError, WorkerError) as e:
-        message = e if isinstance(e, InputError) else f"{e.filename or ''}: {e.strerror or e}"
-        print(f"{PROG}: error: {message}", file=sys.stderr)
-        return 1
+    summary = run_main(run, args, errors=(OSError, WorkerError))
     print_summary(summary, shard_paths(args.output_file, args.num_shards)[1])
-    return 0
+    return summary
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -27,6 +27,23 @@ INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertEncoder(keras.Model):
+    """The BERT encoder (see the module docstring for inputs and outputs).
+
+    Args:
+        vocab_size ... layer_norm_eps: BertConfig's fields, with its defaults (BERT-base).
+        dtype: a Keras dtype policy ("float32", "mixed_bfloat16", ...); None: the global.
+
+    Example:
+        >>> import numpy as np
+        >>> from bert_tf import BertEncoder
+        >>> encoder = BertEncoder(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+        ...                       num_attention_heads=4, intermediate_size=64)
+        >>> ids = np.array([[2, 7, 9, 3, 0]], "int32")
+        >>> out = encoder({"token_ids": ids, "segment_ids": np.zeros_like(ids),
+        ...                "padding_mask": (ids > 0).astype("int32")})
+        >>> out["sequence_output"].shape, out["pooled_output"].shape, len(out["encoder_outputs"])
+        (TensorShape([1, 5, 32]), TensorShape([1, 32]), 2)
+    """
 
     def __init__(self, vocab_size=30522, hidden_size=768, num_hidden_layers=12,
                  num_attention_heads=12, intermediate_size=3072, hidden_act="gelu",

@@ -20,13 +20,13 @@ truncated with the fine-tuning rule (pop from the longer); an empty line gives
 
 import argparse
 import json
-import os
 import re
 import sys
 
 import numpy as np
 
-from bert_tf.flags import run_command, str2bool
+from bert_tf.cli import boolean, run_main
+from bert_tf.files import atomic_write
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
@@ -160,8 +160,8 @@ def main(argv=None):
       help="google TF1 checkpoint, HF directory or .keras file")
     f("--vocab_file", default=None, help="default: vocab.txt beside the checkpoint")
     f("--bert_config_file", default=None, help="default: the config beside the checkpoint")
-    f("--do_lower_case", type=str2bool, nargs="?", const=True, default=True)
-    return run_command(run, parser.parse_args(argv))
+    boolean(parser, "--do_lower_case", default=True)
+    return run_main(run, parser.parse_args(argv))
 
 
 def run(args):
@@ -183,14 +183,12 @@ def run(args):
                          f"{encoder.bert_config.max_position_embeddings} positions")
     layers = parse_layers(args.layers, encoder.bert_config.num_hidden_layers)
     tokenizer = BertTokenizer(vocab_file, do_lower_case=args.do_lower_case)
-    tmp = args.output_file + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as out:
+    with atomic_write(args.output_file) as out:
         for n, record in enumerate(extract(encoder, tokenizer, examples, layers,
                                            args.max_seq_length, args.batch_size), 1):
             out.write(json.dumps(record) + "\n")
             if n % 1000 == 0:
                 print(f"{n}/{len(examples)} examples", file=sys.stderr, flush=True)
-    os.replace(tmp, args.output_file)
     print(f"{args.output_file}: {len(examples)} examples, {empty} empty lines",
           file=sys.stderr, flush=True)
     return len(examples)

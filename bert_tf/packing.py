@@ -63,6 +63,18 @@ class BertPacker(tf.Module):
     seq_length 3 or 4 truncation can empty B, which then also gets no second [SEP].
     Works eagerly, in tf.data maps, in tf.function and in SavedModels (no state besides the
     four integers).
+
+    Args:
+        seq_length: the packed length (>= 3).
+        cls_id, sep_id, pad_id: the special tokens' ids (`from_tokenizer` reads them).
+
+    Example:
+        >>> import tensorflow as tf
+        >>> from bert_tf import BertPacker
+        >>> packer = BertPacker(seq_length=8, cls_id=101, sep_id=102)
+        >>> out = packer(tf.ragged.constant([[7, 8]]), tf.ragged.constant([[9]]))
+        >>> out["token_ids"].numpy().tolist(), out["segment_ids"].numpy().tolist()
+        ([[101, 7, 8, 102, 9, 102, 0, 0]], [[0, 0, 0, 0, 1, 1, 0, 0]])
     """
 
     def __init__(self, seq_length, cls_id, sep_id, pad_id=0, name=None):

@@ -18,8 +18,10 @@ import argparse
 import collections
 import json
 import os
-import sys
 import time
+
+from bert_tf.cli import DTYPES, run_main
+from bert_tf.files import atomic_write
 
 SENTENCES = (
     "Return the [MASK] of the list.",
@@ -39,12 +41,10 @@ def split_corpus(corpus, train_path, heldout_path, heldout_every=20):
         documents = [d for d in f.read().split("\n\n") if d.strip()]
     for path, keep in ((train_path, lambda i: i % heldout_every),
                        (heldout_path, lambda i: not i % heldout_every)):
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
+        with atomic_write(path) as f:
             for i, doc in enumerate(documents):
                 if keep(i):
                     f.write(doc.strip("\n") + "\n\n")
-        os.replace(tmp, path)
     return len(documents)
 
 
@@ -102,6 +102,8 @@ def _softmax(x):
 
 
 def run(args):
+    """Every stage; returns 0. A stage's command that fails has printed its `error: ...`
+    line and raised SystemExit(1), which ends the quickstart with it."""
     os.makedirs(args.work_dir, exist_ok=True)
     path = lambda name: os.path.join(args.work_dir, name)  # noqa: E731
     started = time.time()
@@ -120,24 +122,19 @@ def run(args):
     vocab = path("vocab.txt")
     if not os.path.exists(vocab):
         from bert_tf import build_vocab
-        code = build_vocab.main([f"--input_file={path('train.txt')}",
-                                 f"--output_file={vocab}", f"--vocab_size={args.vocab_size}",
-                                 "--do_lower_case=true"])
-        if code:
-            return code
+        build_vocab.main([f"--input_file={path('train.txt')}", f"--output_file={vocab}",
+                          f"--vocab_size={args.vocab_size}", "--do_lower_case=true"])
     print(f"vocab: {vocab}")
 
     stage("3/6 shards: masked-LM + next-sentence examples")
     from bert_tf import create_pretraining_data
     for name, dupe in (("train", args.dupe_factor), ("heldout", 1)):
-        code = create_pretraining_data.main([
+        create_pretraining_data.main([
             f"--input_file={path(name + '.txt')}",
             f"--output_file={path(name + '.tfrecord')}", f"--vocab_file={vocab}",
             "--do_lower_case=true", f"--max_seq_length={args.max_seq_length}",
             f"--max_predictions_per_seq={args.max_predictions_per_seq}",
             f"--dupe_factor={dupe}", f"--random_seed={12345 + (name == 'heldout')}"])
-        if code:
-            return code
 
     stage("4/6 pretrain: tiny BERT")
     from bert_tf.config import BertConfig
@@ -152,20 +149,16 @@ def run(args):
               f"--num_train_steps={args.num_train_steps}",
               f"--num_warmup_steps={args.num_train_steps // 10}",
               f"--mixed_precision={args.mixed_precision}"]
-    code = run_pretraining.main(common + [
+    run_pretraining.main(common + [
         f"--input_file={path('train.tfrecord')}", "--do_train",
         f"--train_batch_size={args.train_batch_size}", f"--learning_rate={args.learning_rate}",
         f"--save_checkpoints_steps={max(args.num_train_steps // 5, 1)}",
         f"--steps_per_loop={args.steps_per_loop}"])
-    if code:
-        return code
 
     stage("5/6 evaluate on held-out documents")
-    code = run_pretraining.main(common + [
+    run_pretraining.main(common + [
         f"--input_file={path('heldout.tfrecord')}", "--do_eval", "--eval_batch_size=64",
         "--max_eval_steps=0"])
-    if code:
-        return code
     metrics = _read_eval(os.path.join(output_dir, "eval_results.txt"))
     top, baseline = unigram_baseline(path("train.tfrecord"), path("heldout.tfrecord"),
                                      args.max_seq_length, args.max_predictions_per_seq)
@@ -223,11 +216,9 @@ def main(argv=None):
     p.add_argument("--learning_rate", type=float, default=1e-3)
     p.add_argument("--num_train_steps", type=int, default=2000)
     p.add_argument("--steps_per_loop", type=int, default=50)
-    p.add_argument("--mixed_precision", default="float32",
-                   choices=("float32", "bfloat16", "float16"))
-    args = p.parse_args(argv)
-    return run(args)
+    p.add_argument("--mixed_precision", default="float32", choices=tuple(DTYPES))
+    return run_main(run, p.parse_args(argv))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

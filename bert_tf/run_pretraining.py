@@ -13,19 +13,15 @@ also written in google's TF1 format (output_dir/google) and HF's (output_dir/hf)
 
 import argparse
 import os
-import sys
-from bert_tf.flags import str2bool
 
-DTYPES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
-
-
+from bert_tf.cli import DTYPES, boolean, run_main
+from bert_tf.files import write_results as write_eval_results  # google's eval_results.txt
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m bert_tf.run_pretraining",
                                 description=__doc__.split("\n\n")[0])
     flag = lambda name, **kw: p.add_argument(f"--{name}", **kw)  # noqa: E731
-    boolean = dict(type=str2bool, nargs="?", const=True, default=False)
     flag("bert_config_file", default=None,
          help="bert_config.json (google) or config.json (HF); or use --preset")
     flag("preset", default=None, help="tiny|mini|small|medium|base|large instead of a file")
@@ -39,8 +35,8 @@ def parse_args(argv=None):
          help="initial weights: google TF1, HF or Keras checkpoint (heads optional)")
     flag("max_seq_length", type=int, default=128)
     flag("max_predictions_per_seq", type=int, default=20)
-    flag("do_train", **boolean)
-    flag("do_eval", **boolean)
+    boolean(p, "--do_train")
+    boolean(p, "--do_eval")
     flag("train_batch_size", type=int, default=32, help="global batch size")
     flag("eval_batch_size", type=int, default=8)
     flag("learning_rate", type=float, default=5e-5)
@@ -54,7 +50,7 @@ def parse_args(argv=None):
     flag("optimizer", default="adamw", choices=("adamw", "lamb"))
     flag("mixed_precision", default="float32", choices=tuple(DTYPES))
     flag("gradient_accumulation_steps", type=int, default=1)
-    flag("jit_compile", **boolean)
+    boolean(p, "--jit_compile")
     flag("strategy", default="auto",
          choices=("auto", "one_device", "mirrored", "multi_worker", "tpu"))
     flag("cpu_devices", type=int, default=0,
@@ -112,15 +108,6 @@ def build(args, strategy):
 def tf_latest(output_dir):
     import tensorflow as tf
     return tf.train.latest_checkpoint(output_dir) if os.path.isdir(output_dir) else None
-
-
-def write_eval_results(path, metrics):
-    """google's eval_results.txt: `key = value` lines, sorted."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        for key in sorted(metrics):
-            f.write(f"{key} = {metrics[key]}\n")
-    os.replace(tmp, path)
 
 
 def run(args):
@@ -186,19 +173,13 @@ def run(args):
 
 
 def main(argv=None):
+    """Exit status 0, or 1 with one `error: ...` line (bert_tf/cli.py); returns run's
+    eval metrics (None without --do_eval)."""
     args = parse_args(argv)
-    try:
-        run(args)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except Exception as e:  # NonFiniteLossError and checkpoint mismatches
-        if type(e).__name__ in ("NonFiniteLossError", "CheckpointMismatchError"):
-            print(f"error: {e}", file=sys.stderr)
-            return 1
-        raise
-    return 0
+    # After the flags: the trainer module loads TensorFlow, which run() needs anyway.
+    from bert_tf.pretraining.trainer import NonFiniteLossError
+    return run_main(run, args, errors=(NonFiniteLossError,))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

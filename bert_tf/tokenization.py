@@ -22,6 +22,10 @@ Two paths, chosen per line:
   'İ' -> 'i̇', NFD with canonical reordering, Cc/Cf removal, google's punctuation and CJK
   ranges. The words are encoded back to UTF-8 and go to tf-text's `FastWordpieceTokenizer`
   (no pre-tokenization), and over-long words become [UNK] by their character count.
+
+Why one file: the two paths must agree character for character, and the tables that
+decide between them (`_fast_path_alphabet`) are built from the same code-point rules as the
+exact path's tables; kept together, one reading shows that they cannot drift apart.
 """
 
 import functools
@@ -525,6 +529,8 @@ class BertTokenizer(tf.Module):
 
     Usable eagerly, in `tf.data` maps, inside `tf.function` and in SavedModels (the vocab
     file is tracked as an asset, so the exported directory can be moved).
+
+    Example (any BERT vocab.txt, e.g. bert-base-uncased's):
 
         tokenizer = BertTokenizer("vocab.txt", do_lower_case=True)
         ids = tokenizer(tf.constant(["Hello, world!"]))    # RaggedTensor [batch, (tokens)]

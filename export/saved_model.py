@@ -23,7 +23,8 @@ serve_examples; see docs/serving.md.
 import argparse
 import os
 import shutil
-import sys
+
+from bert_tf.cli import DTYPES, boolean, run_main
 
 TASKS = ("pretraining", "embeddings", "classification", "swag", "ner", "squad")
 # --task -> the fine-tuning task whose run directory it exports.
@@ -37,8 +38,8 @@ def next_version(output_dir):
     return max(versions, default=0) + 1
 
 
-def build_module(task, checkpoint_dir, vocab_file, do_lower_case, max_seq_length=None,
-                 dtype="float32", top_k=5):
+def build_module(task, checkpoint_dir, vocab_file=None, do_lower_case=True,
+                 max_seq_length=None, dtype="float32", top_k=5):
     """The serving module of `task`, with weights from `checkpoint_dir` (a fine-tuning
     run's output directory for the fine-tuned tasks). max_seq_length None: the run's own
     (128 for the pretrained tasks)."""
@@ -47,7 +48,7 @@ def build_module(task, checkpoint_dir, vocab_file, do_lower_case, max_seq_length
     from bert_tf.checkpoints import load_encoder, load_pretrainer
     from bert_tf.tokenization import BertTokenizer
     from export.serving import EmbeddingsModule, FillMaskModule
-    policy = "mixed_bfloat16" if dtype == "bfloat16" else "float32"
+    policy = DTYPES[dtype]
     max_seq_length = max_seq_length or 128
     tokenizer = BertTokenizer(vocab_file, do_lower_case=do_lower_case)
     if task == "pretraining":
@@ -61,21 +62,11 @@ def build_module(task, checkpoint_dir, vocab_file, do_lower_case, max_seq_length
 
 def load_task_model(task, run_dir, dtype="float32"):
     """(Keras model, TASK_config dict, BertTokenizer) of a fine-tuning run directory."""
-    policy = "mixed_bfloat16" if dtype == "bfloat16" else None
+    from bert_tf.run_dir import load_task_model as load
     if not os.path.isdir(run_dir):
         raise FileNotFoundError(f"--checkpoint_dir {run_dir}: not a directory (pass the "
                                 f"--output_dir of a tasks.{FINE_TUNED[task]} run)")
-    if task == "classification":
-        from tasks import glue
-        return glue.load_classifier(run_dir, dtype=policy)
-    if task == "swag":
-        from tasks import swag
-        return swag.load_multiple_choice(run_dir, dtype=policy)
-    if task == "ner":
-        from tasks import ner
-        return ner.load_ner_model(run_dir, dtype=policy)
-    from tasks import squad
-    return squad.load_squad_model(run_dir, dtype=policy)
+    return load(run_dir, FINE_TUNED[task], dtype=DTYPES[dtype])
 
 
 def build_task_module(task, run_dir, max_seq_length=None, dtype="float32"):
@@ -130,26 +121,25 @@ def main(argv=None):
                         "--output_dir of the fine-tuning run")
     p.add_argument("--output_dir", required=True, help="models/NAME; versions go below it")
     p.add_argument("--vocab_file", default=None)
-    p.add_argument("--do_lower_case", default="true", choices=("true", "false"))
+    boolean(p, "--do_lower_case", default=True)
     p.add_argument("--max_seq_length", type=int, default=None,
                    help="tokens per sequence (default: the fine-tuning run's, else 128)")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     p.add_argument("--top_k", type=int, default=5, help="fill_mask: tokens per mask")
-    args = p.parse_args(argv)
+    return run_main(run, p.parse_args(argv))
+
+
+def run(args):
+    """Builds the module of the flags and exports it; returns the version directory."""
     from bert_tf.checkpoints import vocab_beside
-    try:
-        vocab = None if args.task in FINE_TUNED else \
-            vocab_beside(args.checkpoint_dir, args.vocab_file, "--checkpoint_dir")
-        module = build_module(args.task, args.checkpoint_dir, vocab,
-                              args.do_lower_case == "true", args.max_seq_length, args.dtype,
-                              args.top_k)
-        path = export(module, args.output_dir)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    vocab = None if args.task in FINE_TUNED else \
+        vocab_beside(args.checkpoint_dir, args.vocab_file, "--checkpoint_dir")
+    module = build_module(args.task, args.checkpoint_dir, vocab, args.do_lower_case,
+                          args.max_seq_length, args.dtype, args.top_k)
+    path = export(module, args.output_dir)
     print(f"exported {args.task} to {path}")
-    return 0
+    return path
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

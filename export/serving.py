@@ -218,7 +218,7 @@ class FillMaskModule(ServingModule):
 class ClassifierModule(ServingModule):
     """text_a [, text_b] -> probabilities [batch, K] (softmax of the logits), label_id
     [batch], label [batch] (the label's name); a regression model -> score [batch].
-    The model is tasks.glue's classifier ({"logits"} or {"score"})."""
+    The model is a bert_tf.BertClassifier ({"logits"} or {"score"})."""
 
     def __init__(self, model, tokenizer, max_seq_length, labels, text_inputs=("text_a",),
                  name=None):
@@ -241,7 +241,7 @@ class ClassifierModule(ServingModule):
 class MultipleChoiceModule(ServingModule):
     """context [batch], endings [batch, C] -> probabilities [batch, C] (softmax over the
     choices), choice [batch] (index of the most probable ending). The model is
-    tasks.swag's ({"logits": [batch, C]} from inputs [batch, C, seq]).
+    a bert_tf.BertMultipleChoice ({"logits": [batch, C]} from inputs [batch, C, seq]).
 
     Each choice is packed as [CLS] context [SEP] ending [SEP], as tasks.swag packs
     [CLS] sent1 [SEP] sent2 + " " + ending [SEP]: put SWAG's shared start (sent2) in front

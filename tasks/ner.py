@@ -27,8 +27,11 @@ import re
 import keras
 import numpy as np
 
-from bert_tf.flags import run_command
-from tasks import common, conlleval, task_dir
+from bert_tf import run_dir
+from bert_tf.cli import boolean
+from bert_tf.files import atomic_write
+from bert_tf.task_models import BertTokenClassifier, loss_scaled
+from tasks import common, conlleval, driver
 
 TASK = "ner"
 DOCSTART = "-DOCSTART-"
@@ -224,86 +227,13 @@ def featurize(path, tokenizer, labels, max_seq_length, conll=None):
 
 # ----------------------------------------------------------------------------- model
 
-@keras.saving.register_keras_serializable(package="bert_tf")
-class FrozenLastLayers(keras.layers.Layer):
-    """A frozen encoder's last `num_layers` layer outputs, concatenated: [B, S, n * H].
-
-    The encoder always runs in inference mode. (A `training=False` written into a
-    functional graph is overridden by the outer call's value; this layer's call takes no
-    `training` argument, so the outer value never reaches the encoder.)
-    """
-
-    def __init__(self, encoder, num_layers=4, **kwargs):
-        super().__init__(**kwargs)
-        if encoder.bert_config.num_hidden_layers < num_layers:
-            raise ValueError(f"--feature_based needs >= {num_layers} layers, the encoder "
-                             f"has {encoder.bert_config.num_hidden_layers}")
-        self.encoder = encoder
-        self.num_layers = num_layers
-        self.encoder.trainable = False
-
-    def call(self, inputs):
-        layers = self.encoder(inputs, training=False)["encoder_outputs"]
-        return keras.ops.concatenate(layers[-self.num_layers:], axis=-1)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(encoder=keras.saving.serialize_keras_object(self.encoder),
-                      num_layers=self.num_layers)
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
-
-
-def build_ner_model(encoder, num_labels, feature_based=False, dropout=None):
-    """encoder + dropout + dense(num_labels) on every position -> keras.Model:
-    {token_ids, segment_ids, padding_mask} int32 [B, S] -> {"logits": float32 [B, S, K]}.
-
-    feature_based: the encoder is frozen and run in inference mode (no dropout); the head
-    reads the last four layers' outputs concatenated ([B, S, 4H]).
-    """
-    config = encoder.bert_config
-    # The pooler feeds nothing here; frozen, it stays out of the optimizer.
-    encoder.pooler.trainable = False
-    rate = config.hidden_dropout_prob if dropout is None else dropout
-    inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-              for name in ("token_ids", "segment_ids", "padding_mask")}
-    if feature_based:
-        features = FrozenLastLayers(encoder, 4, name="last_four_layers")(inputs)  # [B,S,4H]
-    else:
-        features = encoder(inputs)["sequence_output"]                      # [B, S, H]
-    features = keras.layers.Dropout(rate, name="head_dropout")(features)
-    # The head computes in the encoder's policy, read from one of its layers: a Keras
-    # functional model's own dtype_policy says float32 whatever its layers use.
-    logits = keras.layers.Dense(
-        num_labels, kernel_initializer=keras.initializers.TruncatedNormal(
-            stddev=config.initializer_range), dtype=encoder.pooler.dtype_policy,
-        name="classifier")(features)                                       # [B, S, K]
-    logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
-    return keras.Model(inputs, {"logits": logits}, name="ner")
-
-
-def load_ner_model(output_dir, dtype=None, weights=None):
-    """(model, config, tokenizer) of a fine-tuned NER run in output_dir."""
-    return task_dir.load_task_model(
-        output_dir, TASK, lambda encoder, config: build_ner_model(
-            encoder, len(config["labels"]), config.get("feature_based", False)),
-        dtype, weights)
-
-
 def compile_ner_model(model, optimizer):
     """Cross-entropy averaged over the labelled (first) pieces only: IGNORE positions get
     no loss and do not count in the mean. Under mixed_float16 the optimizer gets dynamic
     loss scaling (a functional model does not carry its layers' policy, so Keras would
     not add it by itself)."""
-    if model.get_layer("classifier").dtype_policy.name == "mixed_float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=IGNORE)
-    model.compile(optimizer=optimizer, loss={"logits": loss})
+    model.compile(optimizer=loss_scaled(model, optimizer), loss={"logits": loss})
 
 
 def make_dataset(features, batch_size, training=False, seed=0, with_labels=True,
@@ -319,9 +249,9 @@ def make_dataset(features, batch_size, training=False, seed=0, with_labels=True,
     n = len(features["token_ids"])
     if training:
         ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
-    return batching.batch(ds, batch_size, length_batching, x["token_ids"].shape[1],
-                          drop_remainder=training and n >= batch_size,
-                          seed=seed).prefetch(2)
+    return batching.finish(batching.batch(
+        ds, batch_size, length_batching, x["token_ids"].shape[1],
+        drop_remainder=training and n >= batch_size, seed=seed))
 
 
 # ----------------------------------------------------------------------------- prediction
@@ -360,8 +290,7 @@ def split_words(text):
 def write_predictions(path, conll, predicted):
     """Every input line + " " + predicted tag, blank and -DOCSTART- lines kept (the latter
     with " O" added so that every token line has the same columns); temp name, rename."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_write(path) as f:
         for item in conll.layout:
             if isinstance(item, int):
                 for line, tag in zip(conll.sentences[item].lines, predicted[item]):
@@ -370,12 +299,11 @@ def write_predictions(path, conll, predicted):
                 f.write(f"{item} O\n")
             else:
                 f.write("\n")
-    os.replace(tmp, path)
 
 
 def predict_tags(model, conll, features, labels, batch_size, length_batching="off"):
     """Tags of every sentence of a featurized file."""
-    logits = common.predict_per_token(
+    logits = driver.predict_per_token(
         model, make_dataset(features, batch_size, with_labels=False,
                             length_batching=length_batching),
         features["token_ids"].shape[1])["logits"]
@@ -392,19 +320,10 @@ def add_flags(parser):
       help="CoNLL file to score (--do_eval); also the validation set for best.weights.h5")
     f("--predict_file", default=None,
       help="CoNLL file to tag (--do_predict); scored too when it has gold tags")
-    f("--feature_based", type=common.str2bool, nargs="?", const=True, default=False,
-      help="freeze the encoder and classify the concatenated last four layers")
+    boolean(parser, "--feature_based",
+            help="freeze the encoder and classify the concatenated last four layers")
     parser.set_defaults(max_seq_length=None)
     return parser
-
-
-def _check_args(args):
-    if not (args.do_train or args.do_eval or args.do_predict):
-        raise ValueError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
-    for flag, name in (("do_train", "train_file"), ("do_eval", "eval_file"),
-                       ("do_predict", "predict_file")):
-        if getattr(args, flag) and not getattr(args, name):
-            raise ValueError(f"--{flag} needs --{name}")
 
 
 def _score(name, conll, tags):
@@ -416,87 +335,98 @@ def _score(name, conll, tags):
     return metrics
 
 
-def run(args):
-    """The CLI's work, on parsed flags. Returns the metrics ({} without gold tags)."""
-    from bert_tf.tokenization import BertTokenizer
-    _check_args(args)
-    os.makedirs(args.output_dir, exist_ok=True)
-    if args.do_train:
-        args.max_seq_length = args.max_seq_length or 128
-        common.resolve_paths(args)
-        train_conll = read_conll(args.train_file)
-        if train_conll.columns == 1:
-            raise ValueError(f"{args.train_file}: no tags to train on (one column)")
-        labels = label_list(train_conll)
-    else:
-        saved = task_dir.read_task_config(args.output_dir, TASK)
-        labels, args.do_lower_case = saved["labels"], saved["do_lower_case"]
-        args.feature_based = saved["feature_based"]
-        if args.max_seq_length is None:
-            args.max_seq_length = saved["max_seq_length"]
-        if args.vocab_file is None:
-            args.vocab_file = os.path.join(args.output_dir, "vocab.txt")
-    if args.max_seq_length < 3:
-        raise ValueError(f"--max_seq_length must be >= 3, got {args.max_seq_length}")
-    # The strategy first: --cpu_devices must split the CPU before any TensorFlow op runs.
-    strategy = common.create_strategy(args)
-    tokenizer = BertTokenizer(args.vocab_file, do_lower_case=args.do_lower_case)
+@dataclasses.dataclass(frozen=True)
+class NerConfig(driver.FineTuneConfig):
+    max_seq_length: int = None       # training: 128; later runs: the trained run's
+    train_file: str = None
+    eval_file: str = None
+    predict_file: str = None
+    feature_based: bool = False
 
-    with strategy.scope():
-        encoder = common.task_encoder(args)
-        model = build_ner_model(encoder, len(labels), args.feature_based)
-    evaluated = {}
-    if args.do_eval:
-        evaluated["eval"] = featurize(args.eval_file, tokenizer, labels, args.max_seq_length)
-    if args.do_train:
-        _, train_features, _ = featurize(args.train_file, tokenizer, labels,
-                                         args.max_seq_length, train_conll)
-        with strategy.scope():
-            optimizer, num_steps = common.create_optimizer(
-                args, len(train_features["token_ids"]), model.trainable_variables)
-            compile_ner_model(model, optimizer)
-        task_dir.save_task_files(
-            args.output_dir, TASK,
-            {"task": TASK, "labels": labels, "do_lower_case": args.do_lower_case,
-             "max_seq_length": args.max_seq_length, "feature_based": args.feature_based},
-            encoder.bert_config, args.vocab_file)
-        eval_ds = None
-        if "eval" in evaluated:
-            eval_ds = make_dataset(evaluated["eval"][1], args.eval_batch_size,
-                                   length_batching=common.length_batching(args, False))
-        common.fit(model, make_dataset(train_features, args.train_batch_size, training=True,
-                                       seed=args.seed,
-                                       length_batching=common.length_batching(args, True)),
-                   eval_ds, args, num_steps, monitor="val_loss" if eval_ds else None,
-                   mode="min")
-    model.load_weights(task_dir.weights_file(args.output_dir))
 
-    metrics = {}
-    if args.do_eval:
-        conll, features, _ = evaluated["eval"]
+class NerTask(driver.Task):
+    """CoNLL NER for tasks.driver: first word piece of each word labelled, entity-level
+    scores (conlleval)."""
+
+    name = TASK
+    result_format = ".2f"
+
+    def check(self, config):
+        super().check(config)
+        for flag, name in (("do_train", "train_file"), ("do_eval", "eval_file"),
+                           ("do_predict", "predict_file")):
+            if getattr(config, flag) and not getattr(config, name):
+                raise ValueError(f"--{flag} needs --{name}")
+
+    def _length(self, config):
+        if config.max_seq_length < 3:
+            raise ValueError(f"--max_seq_length must be >= 3, got {config.max_seq_length}")
+        return config
+
+    def training_config(self, config):
+        return self._length(config.replace(max_seq_length=config.max_seq_length or 128))
+
+    def restore(self, config, saved):
+        return self._length(config.replace(
+            do_lower_case=saved["do_lower_case"], feature_based=saved["feature_based"],
+            max_seq_length=config.max_seq_length or saved["max_seq_length"],
+            vocab_file=config.vocab_file or os.path.join(config.output_dir, "vocab.txt")))
+
+    def read_train(self, config, tokenizer):
+        conll = read_conll(config.train_file)
         if conll.columns == 1:
-            raise ValueError(f"{args.eval_file}: no gold tags to evaluate (one column)")
-        tags = predict_tags(model, conll, features, labels, args.eval_batch_size,
-                            common.length_batching(args, training=False))
-        metrics.update(_score("eval", conll, tags))
-    if args.do_predict:
-        conll, features, _ = featurize(args.predict_file, tokenizer, labels,
-                                       args.max_seq_length)
-        tags = predict_tags(model, conll, features, labels, args.predict_batch_size,
-                            common.length_batching(args, training=False))
-        write_predictions(os.path.join(args.output_dir, "predictions.txt"), conll, tags)
-        if conll.columns > 1:
-            metrics.update(_score("predict", conll, tags))
-    if metrics:
-        common.write_results(os.path.join(args.output_dir, "eval_results.txt"), metrics)
-        for key in sorted(metrics):
-            print(f"{key} = {metrics[key]:.2f}", flush=True)
-    return metrics
+            raise ValueError(f"{config.train_file}: no tags to train on (one column)")
+        self.labels = label_list(conll)
+        return featurize(config.train_file, tokenizer, self.labels, config.max_seq_length,
+                         conll)[1]
+
+    def num_examples(self, features):
+        return len(features["token_ids"])
+
+    def settings(self, config, train):
+        return run_dir.token_classifier_settings(self.labels, config.max_seq_length,
+                                                 config.do_lower_case, config.feature_based)
+
+    def read_eval(self, config, settings, tokenizer):
+        if not config.do_eval:
+            return None
+        return featurize(config.eval_file, tokenizer, settings["labels"],
+                         config.max_seq_length)[:2]
+
+    def validation(self, evaluation):
+        return evaluation[1]
+
+    def build_model(self, encoder, config, settings, train=None):
+        return BertTokenClassifier(encoder, len(settings["labels"]), settings["feature_based"])
+
+    def compile(self, model, optimizer, config, jit_compile):
+        compile_ner_model(model, optimizer)
+
+    def dataset(self, features, config, settings, training):
+        return make_dataset(features, driver.batch_size(config, training), training,
+                            config.seed, length_batching=driver.length_batching(config,
+                                                                               training))
+
+    def evaluate(self, model, evaluation, config, settings):
+        conll, features = evaluation
+        if conll.columns == 1:
+            raise ValueError(f"{config.eval_file}: no gold tags to evaluate (one column)")
+        tags = predict_tags(model, conll, features, settings["labels"],
+                            config.eval_batch_size, driver.length_batching(config, False))
+        return _score("eval", conll, tags)
+
+    def predict(self, model, config, settings, tokenizer):
+        conll, features, _ = featurize(config.predict_file, tokenizer, settings["labels"],
+                                       config.max_seq_length)
+        tags = predict_tags(model, conll, features, settings["labels"],
+                            config.predict_batch_size, driver.length_batching(config, False))
+        write_predictions(os.path.join(config.output_dir, "predictions.txt"), conll, tags)
+        return _score("predict", conll, tags) if conll.columns > 1 else {}
 
 
 def main(argv=None):
     parser = add_flags(common.parser("Fine-tune and evaluate BERT for CoNLL NER."))
-    return run_command(run, parser.parse_args(argv))
+    return common.run(NerTask(), NerConfig, parser.parse_args(argv))
 
 
 if __name__ == "__main__":

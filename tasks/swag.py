@@ -15,8 +15,8 @@ dense layer turns each [CLS] vector into one score; softmax over the four scores
 
 --do_predict writes test_results.tsv: the test row number, the predicted ending (0-3) and
 the four probabilities. The run's directory holds swag_config.json, bert_config.json,
-vocab.txt and best/last weights (tasks/task_dir.py); `load_multiple_choice` rebuilds the
-model from them and `MultipleChoicePreprocessor` the raw text -> inputs step.
+vocab.txt and best/last weights (tasks/run_dir.py); `bert_tf.load_task_model` rebuilds
+the model (bert_tf.BertMultipleChoice) from them and `MultipleChoicePreprocessor` the raw text -> inputs step.
 """
 
 import csv
@@ -26,10 +26,13 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import batching
-from bert_tf.flags import run_command
-from tasks import common, glue, task_dir
-from tasks.glue import DataError, RowReport, finish_report, numbered_rows
+from bert_tf import batching, run_dir
+from bert_tf.cli import boolean
+from bert_tf.files import atomic_write
+from bert_tf.task_models import BertMultipleChoice, loss_scaled
+from tasks import common, driver, glue
+from tasks.keras_metrics import ConfusionMatrixMetric
+from tasks.glue_data import DataError, RowReport, finish_report, numbered_rows
 
 TASK = "swag"
 NUM_CHOICES = 4
@@ -158,56 +161,15 @@ def make_dataset(examples, preprocessor, batch_size, training=False, seed=0,
     ds = ds.map(pack, num_parallel_calls=tf.data.AUTOTUNE)
     ds = batching.rebatch(ds, batch_size, length_batching, preprocessor.packer.seq_length,
                           drop_remainder=True, seed=seed)
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return batching.finish(ds)
 
 
 # ----------------------------------------------------------------------------- model
 
-def _flatten_choices_layer():
-    import keras
-    from keras import ops
-
-    @keras.saving.register_keras_serializable(package="bert_tf")
-    class FlattenChoices(keras.layers.Layer):
-        """[batch, choices, seq] -> [batch * choices, seq] (seq may be unknown)."""
-
-        def call(self, x):
-            return ops.reshape(x, (-1, ops.shape(x)[-1]))
-
-        def compute_output_shape(self, input_shape):
-            return (None, input_shape[-1])
-
-    return FlattenChoices
-
-
-def build_multiple_choice_model(encoder, num_choices=NUM_CHOICES, dropout=None):
-    """Shared encoder + dropout + dense(1) on each choice's pooled [CLS] -> keras.Model:
-    {token_ids, segment_ids, padding_mask} int32 [B, C, S] -> {"logits": float32 [B, C]}
-    (softmax over C gives the choice probabilities)."""
-    import keras
-    from keras import ops
-    config = encoder.bert_config
-    rate = config.hidden_dropout_prob if dropout is None else dropout
-    flatten = _flatten_choices_layer()(name="flatten_choices")
-    inputs = {name: keras.Input(shape=(num_choices, None), dtype="int32", name=name)
-              for name in glue.INPUT_NAMES}
-    flat = {name: flatten(x) for name, x in inputs.items()}                # [B*C, S]
-    pooled = encoder(flat)["pooled_output"]                                 # [B*C, H]
-    x = keras.layers.Dropout(rate, name="head_dropout")(pooled)
-    x = keras.layers.Dense(
-        1, kernel_initializer=keras.initializers.TruncatedNormal(
-            stddev=config.initializer_range), dtype=glue.encoder_policy(encoder),
-        name="classifier")(x)                                               # [B*C, 1]
-    x = keras.layers.Activation("linear", dtype="float32", name="float32_output")(x)
-    logits = keras.layers.Identity(name="logits")(ops.reshape(x, (-1, num_choices)))
-    return keras.Model(inputs, {"logits": logits}, name="multiple_choice")   # [B, C]
-
-
 def compile_multiple_choice(model, optimizer, jit_compile=False):
     import keras
-    ConfusionMatrixMetric, _ = glue._keras_metric_classes()
     model.compile(
-        optimizer=glue.loss_scaled(model, optimizer),
+        optimizer=loss_scaled(model, optimizer),
         loss={"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)},
         weighted_metrics={"logits": [ConfusionMatrixMetric("accuracy", NUM_CHOICES)]},
         jit_compile=jit_compile)
@@ -230,22 +192,13 @@ def score_predictions(predictions, gold):
 
 def write_predictions(path, examples, predictions):
     """TSV: index, prediction (0-3), probability_0..3. Temp name, then rename."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_write(path) as f:
         f.write("\t".join(["index", "prediction"] +
                           [f"probability_{i}" for i in range(NUM_CHOICES)]) + "\n")
         for i, example in enumerate(examples):
             row = [example.guid, str(int(predictions["label_ids"][i]))]
             row += [f"{p:.6f}" for p in predictions["probabilities"][i]]
             f.write("\t".join(row) + "\n")
-    os.replace(tmp, path)
-
-
-def load_multiple_choice(output_dir, dtype=None, weights=None):
-    """(model, config, tokenizer) of a fine-tuned SWAG run in output_dir."""
-    return task_dir.load_task_model(
-        output_dir, TASK, lambda encoder, config: build_multiple_choice_model(
-            encoder, config["num_choices"]), dtype, weights)
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -259,98 +212,85 @@ def add_flags(parser):
     f("--test_file", default=None, help="default: DATA_DIR/test.csv")
     f("--bad_rows", default="skip", choices=("skip", "error"),
       help="skip: count bad rows and report them; error: stop at the first")
-    f("--jit_compile", type=common.str2bool, nargs="?", const=True, default=False,
-      help="XLA-compile the train/eval steps (compiling takes a minute or more; on "
-           "CPU the steps measured slower with it: docs/benchmarks.md, Fine-tuning)")
+    boolean(parser, "--jit_compile",
+            help="XLA-compile the train/eval steps (compiling takes a minute or more; on "
+                 "CPU the steps measured slower with it: docs/benchmarks.md, Fine-tuning)")
     return parser
 
 
-def _path(args, split):
-    given = {"train": args.train_file, "dev": args.dev_file, "test": args.test_file}[split]
-    if given:
-        return given
-    if not args.data_dir:
-        raise ValueError(f"pass --data_dir or --{split}_file")
-    return os.path.join(args.data_dir, SPLIT_FILES[split])
+@dataclasses.dataclass(frozen=True)
+class SwagConfig(driver.FineTuneConfig):
+    data_dir: str = None
+    train_file: str = None
+    dev_file: str = None
+    test_file: str = None
+    bad_rows: str = "skip"
 
 
-def run(args):
-    """The CLI's work on parsed flags. Returns the evaluation metrics ({} without eval)."""
-    from bert_tf.tokenization import BertTokenizer
-    if not (args.do_train or args.do_eval or args.do_predict):
-        raise ValueError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
-    # Before any TensorFlow op (the tokenizer runs some): --cpu_devices splits the CPU.
-    strategy = common.create_strategy(args)
-    os.makedirs(args.output_dir, exist_ok=True)
+class SwagTask(driver.Task):
+    """SWAG for tasks.driver: CSV rows in, four-way choice out."""
 
-    def read(split, with_labels=True):
-        examples, report = read_swag_csv(_path(args, split), with_labels, args.bad_rows)
+    name = TASK
+
+    def _read(self, config, split, with_labels=True):
+        path = {"train": config.train_file, "dev": config.dev_file,
+                "test": config.test_file}[split]
+        if not path:
+            if not config.data_dir:
+                raise ValueError(f"pass --data_dir or --{split}_file")
+            path = os.path.join(config.data_dir, SPLIT_FILES[split])
+        examples, report = read_swag_csv(path, with_labels, config.bad_rows)
         return finish_report(report, examples)
 
-    if args.do_train:
-        common.resolve_paths(args)
-        train = read("train")
-    else:
-        saved = task_dir.read_task_config(args.output_dir, TASK)
-        args.do_lower_case, args.max_seq_length = saved["do_lower_case"], \
-            saved["max_seq_length"]
-        args.vocab_file = os.path.join(args.output_dir, "vocab.txt")
-    dev = read("dev") if args.do_eval else None
-    tokenizer = BertTokenizer(args.vocab_file, do_lower_case=args.do_lower_case)
-    preprocessor = MultipleChoicePreprocessor(tokenizer, args.max_seq_length)
-    eval_batching = common.length_batching(args, training=False)
-    with strategy.scope():
-        encoder = common.task_encoder(args)
-        model = build_multiple_choice_model(encoder)
-    if args.do_train:
-        with strategy.scope():
-            optimizer, num_steps = common.create_optimizer(args, len(train),
-                                                           model.trainable_variables)
-            compile_multiple_choice(model, optimizer,
-                                    glue.resolve_jit_compile(args.jit_compile, strategy))
-        task_dir.save_task_files(
-            args.output_dir, TASK,
-            {"task": TASK, "num_choices": NUM_CHOICES, "do_lower_case": args.do_lower_case,
-             "max_seq_length": args.max_seq_length,
-             "text_inputs": ["context", "start", "endings"]},
-            encoder.bert_config, args.vocab_file)
-        eval_ds = make_dataset(dev, preprocessor, args.eval_batch_size,
-                               length_batching=eval_batching) if dev else None
-        if eval_ds is None:
-            glue.remove_stale_best(args.output_dir)
-        common.fit(model, make_dataset(train, preprocessor, args.train_batch_size,
-                                       training=True, seed=args.seed,
-                                       length_batching=common.length_batching(args, True)),
-                   eval_ds, args, num_steps,
-                   monitor="val_accuracy" if eval_ds is not None else None, mode="max")
-    model.load_weights(task_dir.weights_file(args.output_dir))
+    def read_train(self, config, tokenizer):
+        self.preprocessor = MultipleChoicePreprocessor(tokenizer, config.max_seq_length)
+        return self._read(config, "train")
 
-    results = {}
-    if dev:
+    def settings(self, config, train):
+        return run_dir.multiple_choice_settings(NUM_CHOICES, config.max_seq_length,
+                                                config.do_lower_case)
+
+    def read_eval(self, config, settings, tokenizer):
+        self.preprocessor = MultipleChoicePreprocessor(tokenizer, config.max_seq_length)
+        return self._read(config, "dev") if config.do_eval else None
+
+    def build_model(self, encoder, config, settings, train=None):
+        return BertMultipleChoice(encoder, NUM_CHOICES)
+
+    def compile(self, model, optimizer, config, jit_compile):
+        compile_multiple_choice(model, optimizer, jit_compile)
+
+    def monitor(self, settings):
+        return "accuracy", "max"
+
+    def dataset(self, examples, config, settings, training):
+        return make_dataset(examples, self.preprocessor, driver.batch_size(config, training),
+                            training=training, seed=config.seed,
+                            length_batching=driver.length_batching(config, training))
+
+    def evaluate(self, model, examples, config, settings):
+        outputs = glue.predict_outputs(model, self.dataset(examples, config, settings, False),
+                                       len(examples))
+        values = score_predictions(postprocess(outputs), [e.label for e in examples])
+        return dict({f"eval_{k}": v for k, v in values.items()},
+                    eval_num_examples=len(examples))
+
+    def predict(self, model, config, settings, tokenizer):
+        test = self._read(config, "test", with_labels=False)
         outputs = glue.predict_outputs(
-            model, make_dataset(dev, preprocessor, args.eval_batch_size,
-                                length_batching=eval_batching), len(dev))
-        values = score_predictions(postprocess(outputs), [e.label for e in dev])
-        results = {f"eval_{k}": v for k, v in values.items()}
-        results["eval_num_examples"] = len(dev)
-        common.write_results(os.path.join(args.output_dir, "eval_results.txt"), results)
-        for key in sorted(results):
-            print(f"{key} = {results[key]:.4f}", flush=True)
-    if args.do_predict:
-        test = read("test", with_labels=False)
-        outputs = glue.predict_outputs(
-            model, make_dataset(test, preprocessor, args.predict_batch_size,
-                                length_batching=eval_batching), len(test))
-        write_predictions(os.path.join(args.output_dir, "test_results.tsv"), test,
+            model, make_dataset(test, self.preprocessor, config.predict_batch_size,
+                                length_batching=driver.length_batching(config, False)),
+            len(test))
+        write_predictions(os.path.join(config.output_dir, "test_results.tsv"), test,
                           postprocess(outputs))
-        print(f"test: {len(test)} predictions written to {args.output_dir}", flush=True)
-    return results
+        print(f"test: {len(test)} predictions written to {config.output_dir}", flush=True)
+        return {}
 
 
 def main(argv=None):
     parser = add_flags(common.parser(
         "Fine-tune, evaluate and predict SWAG (four-way multiple choice) with BERT."))
-    return run_command(run, parser.parse_args(argv))
+    return common.run(SwagTask(), SwagConfig, parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -89,23 +89,30 @@ def test_cli_writes_file_and_reports_errors(tmp_path, capsys):
     text = tmp_path / "in.txt"
     text.write_text("The cat sat.\nThe cat ran.\n\nThe dog sat!\n" * 3, encoding="utf-8")
     out = tmp_path / "sub" / "vocab.txt"
-    assert bv.main(["--input_file", str(text), "--output_file", str(out),
-                    "--vocab_size", "60", "--do_lower_case"]) == 0
+    returned = bv.main(["--input_file", str(text), "--output_file", str(out),
+                        "--vocab_size", "60", "--do_lower_case"])
     vocab = load_vocab(str(out))
+    assert list(returned) == list(vocab)
     assert vocab[:5] == list(bv.RESERVED_TOKENS) and "the" in vocab and "cat" in vocab
     assert os.listdir(out.parent) == ["vocab.txt"]          # no temporary file left
 
-    assert bv.main(["--input_file", str(tmp_path / "missing.txt"),
-                    "--output_file", str(out)]) == 2
+    # A bad input: one `error: ...` line and exit status 1 (bert_tf/cli.py).
+    with pytest.raises(SystemExit) as exit_info:
+        bv.main(["--input_file", str(tmp_path / "missing.txt"), "--output_file", str(out)])
+    assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == f"error: input file not found: {tmp_path / 'missing.txt'}"
 
     empty = tmp_path / "empty.txt"
     empty.write_text("", encoding="utf-8")
-    assert bv.main(["--input_file", str(empty), "--output_file", str(out)]) == 2
+    with pytest.raises(SystemExit) as exit_info:
+        bv.main(["--input_file", str(empty), "--output_file", str(out)])
+    assert exit_info.value.code == 1
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: input is empty")
 
     blank = tmp_path / "blank.txt"
     blank.write_text("\n \n\t\n", encoding="utf-8")
-    assert bv.main(["--input_file", str(blank), "--output_file", str(out)]) == 2
+    with pytest.raises(SystemExit) as exit_info:
+        bv.main(["--input_file", str(blank), "--output_file", str(out)])
+    assert exit_info.value.code == 1
     assert "no words in the input" in capsys.readouterr().err

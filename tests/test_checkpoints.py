@@ -421,12 +421,15 @@ def test_cli_converts_google_to_hf_to_keras_and_back(pretrainer, tmp_path, capsy
     google = checkpoints.save_checkpoint(pretrainer, tmp_path / "g", "google")
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("".join(f"tok{i}\n" for i in range(TINY.vocab_size)))
+    # main returns the output path (exit status 0); a bad input raises SystemExit(1).
     assert convert_main(["--input", google, "--output", str(tmp_path / "h"),
-                         "--output_format", "hf", "--vocab_file", str(vocab)]) == 0
+                         "--output_format", "hf", "--vocab_file", str(vocab)]) == \
+        str(tmp_path / "h")
     assert convert_main(["--input", str(tmp_path / "h"), "--output", str(tmp_path / "k.keras"),
-                         "--output_format", "keras"]) == 0
+                         "--output_format", "keras"]) == str(tmp_path / "k.keras")
     assert convert_main(["--input", str(tmp_path / "k.keras"), "--output", str(tmp_path / "g2"),
-                         "--output_format", "google", "--vocab_file", str(vocab)]) == 0
+                         "--output_format", "google", "--vocab_file", str(vocab)]) == \
+        str(tmp_path / "g2")
     out = capsys.readouterr().out
     assert "heads: yes" in out and out.count("done: ") == 3
     assert (tmp_path / "h" / "vocab.txt").read_text() == vocab.read_text()
@@ -438,8 +441,10 @@ def test_cli_converts_google_to_hf_to_keras_and_back(pretrainer, tmp_path, capsy
         assert np.array_equal(reader.get_tensor(name), value), name
 
     # Refuses to overwrite, with one line and a non-zero status.
-    assert convert_main(["--input", google, "--output", str(tmp_path / "h"),
-                         "--output_format", "hf"]) == 1
+    with pytest.raises(SystemExit) as exit_info:
+        convert_main(["--input", google, "--output", str(tmp_path / "h"),
+                      "--output_format", "hf"])
+    assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "already exists" in err and "\n" not in err
 
@@ -450,8 +455,10 @@ def test_cli_mismatch_is_one_line(pretrainer, tmp_path, capsys):
     os.makedirs(tmp_path / "bad")
     save_v2(str(tmp_path / "bad" / "bert_model.ckpt"), tensors)
     TINY.to_json_file(str(tmp_path / "bad" / "bert_config.json"))
-    assert convert_main(["--input", str(tmp_path / "bad"), "--output", str(tmp_path / "out"),
-                         "--output_format", "hf"]) == 1
+    with pytest.raises(SystemExit) as exit_info:
+        convert_main(["--input", str(tmp_path / "bad"), "--output", str(tmp_path / "out"),
+                      "--output_format", "hf"])
+    assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "bert/embeddings/LayerNorm/beta" in err
     assert "\n" not in err and not (tmp_path / "out").exists()

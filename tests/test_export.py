@@ -208,8 +208,9 @@ def test_versions_increment_and_bad_input_is_one_line(tmp_path, capsys):
     (tmp_path / "m" / "3").mkdir(parents=True)
     (tmp_path / "m" / "notes").mkdir()
     assert next_version(str(tmp_path / "m")) == 4
-    code = main(["--task", "embeddings", "--checkpoint_dir", str(tmp_path / "missing"),
-                 "--output_dir", str(tmp_path / "out")])
-    assert code == 1
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--task", "embeddings", "--checkpoint_dir", str(tmp_path / "missing"),
+              "--output_dir", str(tmp_path / "out")])
+    assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: --checkpoint_dir")

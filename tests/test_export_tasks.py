@@ -4,7 +4,7 @@ process with only tensorflow + tensorflow_text after the directory moved, and th
 a server must survive.
 
 The task directories are made here: tiny random encoders (L=2, H=32) with a small vocab,
-saved the way a fine-tuning run leaves them (tasks/task_dir.py). Each is exported once per
+saved the way a fine-tuning run leaves them (bert_tf/run_dir.py). Each is exported once per
 module (module-scoped fixtures): a SavedModel save costs seconds.
 """
 
@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.task_models import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
+                                  BertTokenClassifier)
 from export.saved_model import build_module, export, load_task_model, main
 from tests.test_export import SAVED_MODEL_CLI
 
@@ -58,7 +60,7 @@ def make_run_dir(root, task, task_config, build_model, seed=0):
     import keras
     from bert_tf.config import BertConfig
     from bert_tf.encoder import BertEncoder
-    from tasks import task_dir
+    from bert_tf import run_dir
     os.makedirs(root, exist_ok=True)
     vocab = os.path.join(root, "vocab.source.txt")
     with open(vocab, "w", encoding="utf-8") as f:
@@ -71,7 +73,7 @@ def make_run_dir(root, task, task_config, build_model, seed=0):
     keras.utils.set_random_seed(seed)
     model = build_model(BertEncoder.from_config_object(config))
     model.save_weights(os.path.join(root, "last.weights.h5"))
-    task_dir.save_task_files(root, task, dict(task_config, max_seq_length=SEQ,
+    run_dir.save_task_files(root, task, dict(task_config, max_seq_length=SEQ,
                                               do_lower_case=True), config, vocab)
     os.remove(vocab)
     return root
@@ -118,11 +120,11 @@ def classifier_runs(tmp_path_factory):
     pair = make_run_dir(str(root / "run_pair"), "glue", {
         "task": "glue", "task_name": "custom", "labels": ["neg", "neutral", "pos"],
         "regression": False, "num_classes": 3, "text_inputs": ["text_a", "text_b"],
-        "dropout": None}, lambda e: glue.build_classifier_model(e, 3), seed=1)
+        "dropout": None}, lambda e: BertClassifier(e, 3), seed=1)
     single = make_run_dir(str(root / "run_single"), "glue", {
         "task": "glue", "task_name": "stsb", "labels": None, "regression": True,
         "num_classes": 1, "text_inputs": ["text_a"], "dropout": None},
-        lambda e: glue.build_classifier_model(e, 1, output_bias=2.5), seed=2)
+        lambda e: BertClassifier(e, 1, output_bias=2.5), seed=2)
     # The regressor's signatures are called as traced, unsaved (a save costs seconds; the
     # pair model covers saving and loading).
     return {"pair": (pair, export(build_module("classification", pair, None, True),
@@ -253,10 +255,11 @@ def swag_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("swag")
     run = make_run_dir(str(root / "run"), "swag", {
         "task": "swag", "num_choices": 4, "text_inputs": ["context", "start", "endings"]},
-        swag.build_multiple_choice_model, seed=3)
+        BertMultipleChoice, seed=3)
     # Through the command line (the other tasks call build_module + export).
+    # main returns the version directory it wrote (exit status 0).
     assert main(["--task", "swag", "--checkpoint_dir", run,
-                 "--output_dir", str(root / "models")]) == 0
+                 "--output_dir", str(root / "models")]) == str(root / "models" / "1")
     return run, str(root / "models" / "1")
 
 
@@ -326,7 +329,7 @@ def ner_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("ner")
     run = make_run_dir(str(root / "run"), "ner", {
         "task": "ner", "labels": NER_LABELS, "feature_based": False},
-        lambda e: ner.build_ner_model(e, len(NER_LABELS)), seed=6)
+        lambda e: BertTokenClassifier(e, len(NER_LABELS)), seed=6)
     return run, export(build_module("ner", run, None, True), str(root / "models"))
 
 
@@ -446,7 +449,7 @@ def squad_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("squad")
     v1 = make_run_dir(str(root / "v1"), "squad", dict(
         SQUAD_CONFIG, version_2_with_negative=False, null_score_diff_threshold=0.0),
-        squad.build_squad_model, seed=5)
+        BertSpanLabeler, seed=5)
     v2 = str(root / "v2")
     shutil.copytree(v1, v2)
     with open(os.path.join(v2, "squad_config.json")) as f:
@@ -616,12 +619,15 @@ def test_moved_exports_run_in_a_fresh_process(classifier_runs, swag_run, ner_run
 def test_task_export_bad_input_is_one_line(tmp_path, swag_run, capsys):
     """A directory that is not a fine-tuning run, or a --max_seq_length the model cannot
     take: one line on stderr, exit code 1, nothing written."""
-    code = main(["--task", "classification", "--checkpoint_dir", swag_run[0],
-                 "--output_dir", str(tmp_path / "out")])
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--task", "classification", "--checkpoint_dir", swag_run[0],
+              "--output_dir", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 1 and len(err) == 1 and "glue_config.json: not found" in err[0]
-    code = main(["--task", "swag", "--checkpoint_dir", swag_run[0], "--max_seq_length",
-                 "65", "--output_dir", str(tmp_path / "out")])
+    assert exit_info.value.code == 1 and len(err) == 1 and \
+        "glue_config.json: not found" in err[0]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--task", "swag", "--checkpoint_dir", swag_run[0], "--max_seq_length",
+              "65", "--output_dir", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 1 and len(err) == 1 and "--max_seq_length 65" in err[0]
+    assert exit_info.value.code == 1 and len(err) == 1 and "--max_seq_length 65" in err[0]
     assert not (tmp_path / "out").exists()

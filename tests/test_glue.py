@@ -15,6 +15,7 @@ import re
 import numpy as np
 import pytest
 
+from bert_tf.task_models import BertClassifier
 from tasks import glue, metrics
 
 # ----------------------------------------------------------------------------- layouts
@@ -434,7 +435,7 @@ def test_model_outputs_and_postprocess():
     from tests.testing import random_inputs
     inputs = random_inputs(3, 10, 64)
     keras.utils.set_random_seed(0)
-    model = glue.build_classifier_model(tiny_encoder(), 3)
+    model = BertClassifier(tiny_encoder(), 3)
     logits = model(inputs)["logits"]
     assert logits.shape == (3, 3) and logits.dtype == "float32"
     # The head is dense(K) on the encoder's pooled output (dropout is off at inference).
@@ -445,17 +446,17 @@ def test_model_outputs_and_postprocess():
     np.testing.assert_allclose(np.asarray(logits), np.asarray(pooled) @ np.asarray(
         head.kernel) + np.asarray(head.bias), atol=1e-5)
 
-    regression = glue.build_classifier_model(tiny_encoder(), 1, output_bias=2.5)
+    regression = BertClassifier(tiny_encoder(), 1, output_bias=2.5)
     score = regression(inputs)["score"]
     assert score.shape == (3,)
     assert np.asarray(regression.get_layer("classifier").bias).tolist() == [2.5]
 
-    low = glue.build_classifier_model(tiny_encoder("mixed_bfloat16"), 2)
+    low = BertClassifier(tiny_encoder("mixed_bfloat16"), 2)
     out = low(inputs)["logits"]
     assert out.dtype == "float32" and low.get_layer("classifier").compute_dtype == "bfloat16"
     # float16 needs loss scaling, which Keras adds only for models whose own policy is
     # mixed_float16 (never a functional model's): compile_classifier adds it.
-    half = glue.build_classifier_model(tiny_encoder("mixed_float16"), 2)
+    half = BertClassifier(tiny_encoder("mixed_float16"), 2)
     glue.compile_classifier(half, keras.optimizers.AdamW(1e-3), 2, "accuracy")
     assert isinstance(half.optimizer, keras.optimizers.LossScaleOptimizer)
     glue.compile_classifier(model, keras.optimizers.AdamW(1e-3), 3, "accuracy")
@@ -540,7 +541,8 @@ def test_cli_mnli_train_eval_predict_reload(tmp_path, minilm_dir):
 
     # The directory alone rebuilds the model (best weights), and preprocessing + model +
     # postprocess reproduce the CLI's predictions: what an exporter composes.
-    model, config, tokenizer = glue.load_classifier(str(out))
+    from bert_tf.run_dir import load_task_model
+    model, config, tokenizer = load_task_model(str(out))
     assert config["num_classes"] == 3 and config["max_seq_length"] == 16
     examples, _ = glue.read_glue_tsv(str(data / "test_matched.tsv"),
                                      glue.GLUE_TASKS["mnli"], with_labels=False)

@@ -134,8 +134,7 @@ def test_glue_metric_table():
 def test_streaming_keras_metrics_match_numpy(k):
     """The Keras metrics that choose best.weights.h5 accumulate over batches, honour
     weight-0 padding, and agree with tasks.metrics on the whole set."""
-    from tasks.glue import _keras_metric_classes
-    ConfusionMatrixMetric, PearsonMetric = _keras_metric_classes()
+    from tasks.keras_metrics import ConfusionMatrixMetric, PearsonMetric
     rng = np.random.default_rng(k)
     n = 90
     y = rng.integers(0, k, n)

@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 
+from bert_tf.task_models import BertTokenClassifier
 from tasks import conlleval, ner
 
 # ----------------------------------------------------------------------------- data
@@ -214,7 +215,7 @@ def test_masked_loss_is_the_mean_over_first_pieces(tmp_path, minilm_dir):
     from tests.test_squad import tiny_config
     encoder = BertEncoder.from_config_object(
         BertConfig.from_json_file(tiny_config(tmp_path, minilm_dir)))
-    model = ner.build_ner_model(encoder, 3)
+    model = BertTokenClassifier(encoder, 3)
     ner.compile_ner_model(model, keras.optimizers.SGD(0.0))
     x = {"token_ids": np.array([[101, 7, 8, 9, 102, 0], [101, 5, 102, 0, 0, 0]], "int32"),
          "segment_ids": np.zeros((2, 6), "int32"),
@@ -227,7 +228,7 @@ def test_masked_loss_is_the_mean_over_first_pieces(tmp_path, minilm_dir):
     assert loss == pytest.approx(expected, rel=1e-5)
     # Mixed precision: float32 logits; float16 gets loss scaling, bfloat16 does not.
     for policy in ("mixed_bfloat16", "mixed_float16"):
-        low = ner.build_ner_model(BertEncoder.from_config_object(encoder.bert_config,
+        low = BertTokenClassifier(BertEncoder.from_config_object(encoder.bert_config,
                                                                  dtype=policy), 3)
         low.set_weights(model.get_weights())
         low_logits = low(x, training=False)["logits"]
@@ -246,7 +247,7 @@ def test_feature_based_model_trains_only_the_head(tmp_path, minilm_dir):
     from tests.test_squad import tiny_config
     config = BertConfig.from_json_file(tiny_config(tmp_path, minilm_dir, layers=4))
     encoder = BertEncoder.from_config_object(config)
-    model = ner.build_ner_model(encoder, 5, feature_based=True)
+    model = BertTokenClassifier(encoder, 5, feature_based=True)
     assert [tuple(w.shape) for w in model.trainable_weights] == [(4 * 32, 5), (5,)]
     x = {"token_ids": np.array([[101, 7, 8, 102]], "int32"),
          "segment_ids": np.zeros((1, 4), "int32"), "padding_mask": np.ones((1, 4), "int32")}
@@ -357,7 +358,7 @@ def test_minilm_tags_unseen_entities_and_random_init_does_not(tmp_path, minilm_d
         return conlleval.evaluate([s.tags for s in dev.sentences], tags)
 
     pretrained, random_init = fine_tune_minilm_and_random(
-        minilm_dir, lambda encoder: ner.build_ner_model(encoder, len(labels)),
+        minilm_dir, lambda encoder: BertTokenClassifier(encoder, len(labels)),
         ner.compile_ner_model, ner.make_dataset(train, 16, training=True, seed=1).repeat(),
         len(train["token_ids"]), score, learning_rate=2e-4, batch_size=16)
     print("minilm", pretrained["f1"], "random", random_init["f1"])

@@ -233,7 +233,8 @@ def test_bad_flags_are_one_line_errors(tmp_path, capsys):
         parse_args(["--input_file=x", f"--output_dir={tmp_path}", "--preset=tiny"])
     assert "at least one of --do_train or --do_eval" in capsys.readouterr().err
     from bert_tf.run_pretraining import main
-    code = main([f"--input_file={tmp_path}/none-*.tfrecord", f"--output_dir={tmp_path}",
-                 "--preset=tiny", "--do_train"])
-    assert code == 1
+    with pytest.raises(SystemExit) as exit_info:
+        main([f"--input_file={tmp_path}/none-*.tfrecord", f"--output_dir={tmp_path}",
+              "--preset=tiny", "--do_train"])
+    assert exit_info.value.code == 1
     assert "--input_file: no file matches" in capsys.readouterr().err

@@ -10,6 +10,7 @@ import random
 import numpy as np
 import pytest
 
+from bert_tf.task_models import BertSpanLabeler
 from tasks import squad, squad_metrics, squad_postprocess
 
 # ----------------------------------------------------------------------------- data
@@ -480,7 +481,7 @@ def test_model_outputs_and_mixed_precision(tmp_path, minilm_dir):
               "segment_ids": np.array([[0, 0, 0, 1, 1, 0]], "int32"),
               "padding_mask": np.array([[1, 1, 1, 1, 1, 0]], "int32")}
     encoder = BertEncoder.from_config_object(config)
-    model = squad.build_squad_model(encoder)
+    model = BertSpanLabeler(encoder)
     out = model(inputs)
     assert tuple(out["start_logits"].shape) == tuple(out["end_logits"].shape) == (1, 6)
     # The head is one dense layer over the encoder's sequence output.
@@ -491,7 +492,7 @@ def test_model_outputs_and_mixed_precision(tmp_path, minilm_dir):
     np.testing.assert_allclose(np.asarray(out["end_logits"]), hidden @ kernel[:, 1] + bias[1],
                                atol=1e-5)
     for policy in ("mixed_bfloat16", "mixed_float16"):
-        low = squad.build_squad_model(BertEncoder.from_config_object(config, dtype=policy))
+        low = BertSpanLabeler(BertEncoder.from_config_object(config, dtype=policy))
         low.set_weights(model.get_weights())
         low_out = low(inputs)
         assert low_out["start_logits"].dtype == "float32"
@@ -569,7 +570,7 @@ def fine_tune_minilm_and_random(minilm_dir, build_model, compile_model, train_ds
     from bert_tf.checkpoints import load_encoder
     from bert_tf.config import BertConfig
     from bert_tf.encoder import BertEncoder
-    from tasks import common
+    from tasks import driver
     keras.utils.set_random_seed(seed)
     config = BertConfig.from_json_file(os.path.join(minilm_dir, "config.json"))
     random_weights = build_model(BertEncoder.from_config_object(config)).get_weights()
@@ -578,7 +579,7 @@ def fine_tune_minilm_and_random(minilm_dir, build_model, compile_model, train_ds
     args = argparse.Namespace(train_batch_size=batch_size, num_train_epochs=1.0,
                               warmup_proportion=0.1, learning_rate=learning_rate,
                               weight_decay=0.01)
-    optimizer, num_steps = common.create_optimizer(args, num_examples,
+    optimizer, num_steps = driver.create_optimizer(args, num_examples,
                                                    model.trainable_variables)
     compile_model(model, optimizer)
     scores = []
@@ -612,7 +613,7 @@ def test_minilm_learns_held_out_colours_and_random_init_does_not(tmp_path, minil
         return squad.evaluate_results(dataset, results, False, 0.0)
 
     pretrained, random_init = fine_tune_minilm_and_random(
-        minilm_dir, squad.build_squad_model, squad.compile_squad_model,
+        minilm_dir, BertSpanLabeler, squad.compile_squad_model,
         squad.make_dataset(train[3], 16, training=True, seed=1).repeat(),
         len(train[3]["token_ids"]), score, learning_rate=2e-4, batch_size=16)
     print("minilm", pretrained, "random", random_init)

@@ -10,6 +10,7 @@ import random
 import numpy as np
 import pytest
 
+from bert_tf.task_models import BertMultipleChoice
 from tasks import glue, metrics, swag
 
 HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
@@ -110,7 +111,7 @@ def test_model_scores_each_choice_with_the_shared_encoder():
     from tests.test_glue import tiny_encoder
     from tests.testing import random_inputs
     keras.utils.set_random_seed(0)
-    model = swag.build_multiple_choice_model(tiny_encoder())
+    model = BertMultipleChoice(tiny_encoder())
     flat = random_inputs(8, 10, 64)
     inputs = {k: v.reshape(2, 4, 10) for k, v in flat.items()}
     logits = np.asarray(model(inputs)["logits"])

@@ -15,6 +15,24 @@ from bert_tf.heads import MaskedLMHead, NextSentenceHead
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertPretrainer(keras.Model):
+    """A BertEncoder with the masked-LM head (tied to the word embeddings) and the
+    next-sentence head.
+
+    Args:
+        encoder: a BertEncoder (or its serialized config).
+
+    Example:
+        >>> import numpy as np
+        >>> from bert_tf import BertConfig, BertPretrainer
+        >>> model = BertPretrainer.from_config_object(BertConfig.preset("tiny",
+        ...                                                             vocab_size=100))
+        >>> ids = np.array([[2, 4, 9, 3]], "int32")
+        >>> out = model({"token_ids": ids, "segment_ids": np.zeros_like(ids),
+        ...              "padding_mask": np.ones_like(ids),
+        ...              "masked_lm_positions": np.array([[1]], "int32")})
+        >>> out["mlm_logits"].shape, out["nsp_logits"].shape
+        (TensorShape([1, 1, 100]), TensorShape([1, 2]))
+    """
 
     def __init__(self, encoder, **kwargs):
         if isinstance(encoder, dict):  # from get_config

@@ -18,6 +18,7 @@ import time
 import keras
 import tensorflow as tf
 
+from bert_tf.files import atomic_write
 from bert_tf.pretraining.losses import local_sums, metrics_from_sums
 
 METRIC_KEYS = ("loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss",
@@ -298,10 +299,8 @@ class _MetricLog:
                         break  # a line cut by a kill
                     if row["step"] <= start_step:
                         kept.append(line if line.endswith("\n") else line + "\n")
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
+        with atomic_write(path) as f:
             f.writelines(kept)
-        os.replace(tmp, path)
         self.file = open(path, "a")
 
     def write(self, row):

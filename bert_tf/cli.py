@@ -1,0 +1,66 @@
+"""What every command (`python -m bert_tf.X`, `tasks.X`, `export.X`) shares: boolean
+flags, the precision names, and how a command ends.
+
+Exit convention, the same for every command:
+
+- `main(argv=None)` parses the flags and returns `run_main(run, args)`: what the
+  command's `run(args)` returns (its results, for a caller in Python); the process exits
+  with status 0.
+- A bad input (ValueError, FileNotFoundError, and the project's own errors, which
+  subclass them: InputError, DataError, CheckpointMismatchError; plus any error class the
+  command names in `errors=`) prints exactly one line, `error: <message>`, on stderr and
+  raises SystemExit(1), the way argparse raises SystemExit(2) for a bad flag. A command
+  that calls another command's `main` lets that SystemExit through.
+- So a command module ends with `if __name__ == "__main__": main()` (never
+  `sys.exit(main())`, which would treat a result as a status), and a test checks a bad
+  input with `pytest.raises(SystemExit)` and `.code == 1`.
+"""
+
+import argparse
+import sys
+
+# --mixed_precision / --dtype name -> Keras dtype policy.
+DTYPES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+
+# What run_main reports as a bad input (one line, exit status 1) for every command.
+BAD_INPUT = (ValueError, FileNotFoundError)
+
+
+def str2bool(value):
+    """absl-style booleans, as google-research/bert's flags accept them:
+    --do_lower_case, --do_lower_case=true, --do_lower_case=False."""
+    if isinstance(value, bool):
+        return value
+    if value.lower() in ("1", "true", "yes", "y"):
+        return True
+    if value.lower() in ("0", "false", "no", "n"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def boolean(parser, name, default=False, help=None):  # noqa: A002 (argparse's name)
+    """Adds the boolean flag `name` ("--do_train") to `parser`, spelled any of the ways
+    google's absl flags take: `--name` (true), `--name=true`, `--name true`,
+    `--name=false` (also 1/0, yes/no, y/n, any case)."""
+    return parser.add_argument(name, type=str2bool, nargs="?", const=True, default=default,
+                               metavar="BOOL", help=help)
+
+
+def error_message(error):
+    """The one line a bad input is reported as: an OSError the system raised as
+    `path: reason`, anything else as its text, white space (newlines too) folded."""
+    if isinstance(error, OSError) and error.filename and error.strerror:
+        text = f"{error.filename}: {error.strerror}"
+    else:
+        text = str(error)
+    return " ".join(text.split())
+
+
+def run_main(run, args, errors=()):
+    """`run(args)`, returned as is; a bad input (BAD_INPUT, or one of `errors`) becomes the
+    line `error: <message>` on stderr and SystemExit(1). See the module docstring."""
+    try:
+        return run(args)
+    except BAD_INPUT + tuple(errors) as e:
+        print(f"error: {error_message(e)}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None

@@ -1,0 +1,205 @@
+"""What a fine-tuning run leaves in --output_dir besides the logs, and reading it back.
+
+    output_dir/
+      TASK_config.json     the task's settings (sequence length, labels, thresholds, ...)
+      bert_config.json     the encoder's hyperparameters (all fields, epsilon included)
+      vocab.txt            the vocabulary the run tokenized with
+      best.weights.h5      the task model at its best validation score (when evaluated)
+      last.weights.h5      the task model after the last epoch
+
+The directory is self-contained: an exporter (or `--do_predict` without `--do_train`)
+rebuilds the Keras task model (bert_tf/task_models.py) from the two JSON files and loads
+the weights, without the pretrained checkpoint. The `tasks.*` commands write it while they
+train; `save_task_model` writes one for a model trained in Python, and
+`load_task_model` reads either.
+"""
+
+import json
+import os
+
+# write_json: JSON with sorted keys, atomically (the tasks write their files with it too).
+from bert_tf.files import atomic_copy, write_json
+
+WEIGHT_FILES = ("best.weights.h5", "last.weights.h5")
+
+
+def save_task_files(output_dir, task, task_config, bert_config, vocab_file):
+    """Writes TASK_config.json, bert_config.json and a copy of vocab.txt."""
+    os.makedirs(output_dir, exist_ok=True)
+    write_json(os.path.join(output_dir, f"{task}_config.json"), task_config)
+    bert_config.to_json_file(os.path.join(output_dir, "bert_config.json"), "full")
+    target = os.path.join(output_dir, "vocab.txt")
+    if os.path.abspath(vocab_file) != os.path.abspath(target):
+        atomic_copy(vocab_file, target)
+
+
+# google-research/bert's run_squad defaults, for span labelers saved from Python.
+SQUAD_DEFAULTS = {"doc_stride": 128, "max_query_length": 64, "n_best_size": 20,
+                  "max_answer_length": 30, "version_2_with_negative": False,
+                  "null_score_diff_threshold": 0.0}
+
+
+def classifier_settings(labels, max_seq_length, do_lower_case=True, text_inputs=("text_a",),
+                        task_name="custom", dropout=None, **extra):
+    """glue_config.json: labels in class-id order (None: regression, one output),
+    text_inputs ("text_a", or "text_a" and "text_b" for pairs), the GLUE task name
+    ("custom" for the user's data) and anything `extra` (custom data's columns)."""
+    regression = labels is None
+    return dict(task="glue", task_name=task_name, labels=None if regression else list(labels),
+                regression=regression, num_classes=1 if regression else len(labels),
+                text_inputs=list(text_inputs), max_seq_length=int(max_seq_length),
+                do_lower_case=bool(do_lower_case), dropout=dropout, **extra)
+
+
+def multiple_choice_settings(num_choices, max_seq_length, do_lower_case=True):
+    """swag_config.json."""
+    return dict(task="swag", num_choices=int(num_choices), max_seq_length=int(max_seq_length),
+                do_lower_case=bool(do_lower_case), text_inputs=["context", "start", "endings"])
+
+
+def token_classifier_settings(labels, max_seq_length, do_lower_case=True, feature_based=False):
+    """ner_config.json: the tags in class-id order."""
+    return dict(task="ner", labels=list(labels), max_seq_length=int(max_seq_length),
+                do_lower_case=bool(do_lower_case), feature_based=bool(feature_based))
+
+
+def span_labeler_settings(max_seq_length, do_lower_case=True, **settings):
+    """squad_config.json: windows and decoding (SQUAD_DEFAULTS unless given)."""
+    unknown = set(settings) - set(SQUAD_DEFAULTS)
+    if unknown:
+        raise ValueError(f"unknown span labeler settings: {sorted(unknown)}")
+    return dict(SQUAD_DEFAULTS, task="squad", max_seq_length=int(max_seq_length),
+                do_lower_case=bool(do_lower_case), **settings)
+
+
+def task_config(model, max_seq_length, do_lower_case=True, labels=None, **settings):
+    """(task name, TASK_config dict) of a task model: what a run directory records to
+    rebuild the model, its preprocessing and its post-processing.
+
+    Args:
+        model: a BertClassifier, BertMultipleChoice, BertTokenClassifier or
+            BertSpanLabeler.
+        max_seq_length: the sequence length inputs are packed to.
+        do_lower_case: the tokenizer's setting.
+        labels: label names in class-id order (classifier: None for regression;
+            token classifier: the tags).
+        settings: classifier: `text_inputs` (default ("text_a",); ("text_a", "text_b")
+            for pairs), `task_name`; span labeler: SQUAD_DEFAULTS' keys.
+    """
+    from bert_tf import task_models as tm
+    if isinstance(model, tm.BertClassifier):
+        if (labels is None) != (model.num_classes == 1) or \
+                (labels is not None and len(labels) != model.num_classes):
+            raise ValueError(f"labels: expected {model.num_classes} names (one per class; "
+                             f"None for regression), got {labels!r}")
+        config = classifier_settings(labels, max_seq_length, do_lower_case,
+                                     dropout=model.dropout, **settings)
+    elif isinstance(model, tm.BertMultipleChoice):
+        config = multiple_choice_settings(model.num_choices, max_seq_length, do_lower_case)
+    elif isinstance(model, tm.BertTokenClassifier):
+        if labels is None or len(labels) != model.num_labels:
+            raise ValueError(f"labels: expected {model.num_labels} tag names, got {labels!r}")
+        config = token_classifier_settings(labels, max_seq_length, do_lower_case,
+                                           model.feature_based)
+    elif isinstance(model, tm.BertSpanLabeler):
+        config = span_labeler_settings(max_seq_length, do_lower_case, **settings)
+    else:
+        raise ValueError(f"model: expected a bert_tf task model, got {type(model).__name__}")
+    return config["task"], config
+
+
+def save_task_model(model, output_dir, vocab_file, max_seq_length, do_lower_case=True,
+                    labels=None, **settings):
+    """Writes a run directory for a task model trained in Python: TASK_config.json,
+    bert_config.json, vocab.txt and last.weights.h5 (each under a temporary name, then
+    renamed). `load_task_model(output_dir)` and `python -m export.saved_model` read it.
+
+    Args:
+        model: a bert_tf task model (BertClassifier, ...).
+        output_dir: the directory to write (created if missing).
+        vocab_file: the vocabulary the model's inputs were tokenized with (copied).
+        max_seq_length, do_lower_case, labels, settings: as in `task_config`.
+
+    Example:
+        >>> bert_tf.save_task_model(model, "runs/topics", "vocab.txt",  # doctest: +SKIP
+        ...                         max_seq_length=128, labels=["sports", "music"])
+    """
+    task, config = task_config(model, max_seq_length, do_lower_case, labels, **settings)
+    save_task_files(output_dir, task, config, model.encoder.bert_config, vocab_file)
+    final = os.path.join(output_dir, "last.weights.h5")
+    tmp = os.path.join(output_dir, ".last.tmp.weights.h5")   # Keras wants .weights.h5
+    model.save_weights(tmp)
+    os.replace(tmp, final)
+    return output_dir
+
+
+def read_task_config(output_dir, task):
+    path = os.path.join(output_dir, f"{task}_config.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: not found (train first with --do_train, or "
+                                f"point --output_dir at a fine-tuned {task} run)") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
+
+
+def weights_file(output_dir):
+    """best.weights.h5 if the run had an eval set, else last.weights.h5; error if none."""
+    for name in WEIGHT_FILES:
+        path = os.path.join(output_dir, name)
+        if os.path.exists(path):
+            return path
+    raise FileNotFoundError(f"{output_dir}: no fine-tuned weights ({' or '.join(WEIGHT_FILES)})"
+                            f"; run with --do_train first")
+
+
+def encoder_from_task_dir(output_dir, dtype=None):
+    """A randomly initialised encoder shaped by output_dir/bert_config.json (the
+    fine-tuned weights are loaded into the whole task model afterwards)."""
+    from bert_tf.config import BertConfig
+    from bert_tf.encoder import BertEncoder
+    config = BertConfig.from_json_file(os.path.join(output_dir, "bert_config.json"))
+    return BertEncoder.from_config_object(config, dtype=dtype)
+
+
+def run_task(output_dir):
+    """The task name of a run directory: the stem of its TASK_config.json."""
+    from bert_tf.task_models import TASK_MODELS
+    found = [task for task in TASK_MODELS
+             if os.path.exists(os.path.join(output_dir, f"{task}_config.json"))]
+    if not os.path.isdir(output_dir):
+        raise FileNotFoundError(f"{output_dir}: not a directory (pass the --output_dir of a "
+                                f"fine-tuning run)")
+    if len(found) != 1:
+        names = " or ".join(f"{task}_config.json" for task in TASK_MODELS)
+        raise FileNotFoundError(f"{output_dir}: expected exactly one of {names} (the "
+                                f"--output_dir of a fine-tuning run), found "
+                                f"{len(found)}")
+    return found[0]
+
+
+def load_task_model(output_dir, task=None, dtype=None, weights=None):
+    """(Keras task model, TASK_config dict, BertTokenizer) of a fine-tuning run.
+
+    Args:
+        output_dir: the run's directory (the --output_dir of tasks.glue/swag/ner/squad,
+            or one written by `save_task_model`).
+        task: "glue", "swag", "ner" or "squad"; None = the one whose TASK_config.json
+            the directory holds.
+        dtype: a Keras dtype policy name for the rebuilt model (None: the global one).
+        weights: a weights file; None = best.weights.h5, else last.weights.h5.
+
+    Example:
+        >>> model, config, tokenizer = bert_tf.load_task_model("runs/mrpc")  # doctest: +SKIP
+    """
+    from bert_tf.task_models import build_task_model
+    from bert_tf.tokenization import BertTokenizer
+    task = task or run_task(output_dir)
+    config = read_task_config(output_dir, task)
+    model = build_task_model(task, encoder_from_task_dir(output_dir, dtype), config)
+    model.load_weights(weights or weights_file(output_dir))
+    tokenizer = BertTokenizer(os.path.join(output_dir, "vocab.txt"),
+                              do_lower_case=config["do_lower_case"])
+    return model, config, tokenizer

@@ -1,0 +1,374 @@
+"""The fine-tuning driver: one run of any task, from its settings to its results files.
+
+    results = driver.run(GlueTask(), GlueConfig(output_dir="runs/mrpc", do_train=True, ...))
+
+`run` owns what every task does the same way: the distribution strategy, the paths
+beside the checkpoint, the encoder, the optimizer, Keras `fit` with TensorBoard and
+best/last checkpoints, loading the chosen weights, evaluation, prediction and
+eval_results.txt. A task (a `Task` subclass in tasks/<name>.py) says only what differs:
+how it reads its files, what its examples become, which model, loss and metrics, and how
+predictions are scored and written. Its settings are a frozen dataclass (`FineTuneConfig`
+or a subclass); the command lines (`python -m tasks.<name>`) fill one from their flags.
+
+Adding a task: subclass `Task` (read_train, settings, build_model, compile, dataset,
+evaluate and/or predict), give it a config dataclass if it has settings of its own, and
+register its model in bert_tf/task_models.py's TASK_MODELS if a run directory should be
+exportable. tests/test_driver.py builds one in under 100 lines.
+"""
+
+import dataclasses
+import math
+import os
+import sys
+
+from bert_tf import run_dir
+from bert_tf.cli import DTYPES
+from bert_tf.files import write_results
+
+
+@dataclasses.dataclass(frozen=True)
+class FineTuneConfig:
+    """google-research/bert's fine-tuning settings (run_classifier.py / run_squad.py
+    flag names; `python -m tasks.<name> --help` describes each)."""
+    output_dir: str
+    init_checkpoint: str = None
+    bert_config_file: str = None
+    vocab_file: str = None
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    learning_rate: float = 5e-5
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    weight_decay: float = 0.01
+    mixed_precision: str = "float32"
+    strategy: str = "auto"
+    cpu_devices: int = 0
+    tpu: str = None
+    seed: int = 12345
+    length_batching: str = "sort"
+    jit_compile: bool = False
+
+    @classmethod
+    def from_args(cls, args):
+        """The config of parsed flags (an argparse Namespace; unknown names ignored)."""
+        names = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in vars(args).items() if k in names})
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+
+class Task:
+    """One task family for `run`. Hooks get the resolved config and `settings`, the dict
+    the run directory keeps as TASK_config.json (labels, sequence length, ...)."""
+
+    name = None                # the run directory's TASK_config.json stem
+    result_format = ".4f"      # how eval_results lines are printed
+
+    def check(self, config):
+        """Raises ValueError for flag combinations the task cannot run."""
+        if not (config.do_train or config.do_eval or config.do_predict):
+            raise ValueError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
+
+    def training_config(self, config):
+        """The config of a --do_train run, flag defaults filled (checks that need them)."""
+        return config
+
+    def restore(self, config, saved):
+        """The config of a run without --do_train: the trained run's settings (`saved`,
+        its TASK_config.json) where they must match what the model learned."""
+        return config.replace(do_lower_case=saved["do_lower_case"],
+                              max_seq_length=saved["max_seq_length"],
+                              vocab_file=os.path.join(config.output_dir, "vocab.txt"))
+
+    def read_train(self, config, tokenizer):
+        """The training data, in whatever form `dataset` and `settings` take."""
+        raise NotImplementedError
+
+    def num_examples(self, train):
+        return len(train)
+
+    def settings(self, config, train):
+        """TASK_config.json of a training run (what `restore` and export read back)."""
+        raise NotImplementedError
+
+    def read_eval(self, config, settings, tokenizer):
+        """The evaluation data (also the validation set during training), or None."""
+        return None
+
+    def validation(self, evaluation):
+        """The part of read_eval's data that validates during training."""
+        return evaluation
+
+    def build_model(self, encoder, config, settings, train=None):
+        raise NotImplementedError
+
+    def compile(self, model, optimizer, config, jit_compile):
+        raise NotImplementedError
+
+    def dataset(self, data, config, settings, training):
+        """tf.data of the model's (inputs, labels[, weights]) batches."""
+        raise NotImplementedError
+
+    def monitor(self, settings):
+        """(validation metric, "min" or "max") that picks best.weights.h5."""
+        return "loss", "min"
+
+    def evaluate(self, model, data, config, settings):
+        """Scores `data` (read_eval's) -> {name: value}; may write prediction files."""
+        return {}
+
+    def predict(self, model, config, settings, tokenizer):
+        """Predicts the prediction file(s) and writes them -> metrics it could score."""
+        return {}
+
+    def print_results(self, results):
+        for key in sorted(results):
+            print(f"{key} = {results[key]:{self.result_format}}", flush=True)
+
+
+def run(task, config):
+    """Trains (--do_train), evaluates (--do_eval) and predicts (--do_predict) `task` as
+    `config` says; returns the evaluation metrics ({} without any)."""
+    from bert_tf.tokenization import BertTokenizer
+    task.check(config)
+    # First: splitting the CPU into logical devices (--cpu_devices) must happen before
+    # any TensorFlow op runs, and the tokenizer below runs some.
+    strategy = create_strategy(config)
+    os.makedirs(config.output_dir, exist_ok=True)
+    train = None
+    if config.do_train:
+        config = task.training_config(resolve_paths(config))
+    else:
+        saved = run_dir.read_task_config(config.output_dir, task.name)
+        config = task.restore(config, saved)
+    tokenizer = BertTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+    if config.do_train:
+        train = task.read_train(config, tokenizer)
+        settings = task.settings(config, train)
+    else:
+        settings = saved
+    evaluation = task.read_eval(config, settings, tokenizer)
+    with strategy.scope():
+        encoder = task_encoder(config)
+        model = task.build_model(encoder, config, settings, train)
+
+    if config.do_train:
+        with strategy.scope():
+            optimizer, num_steps = create_optimizer(config, task.num_examples(train),
+                                                    model.trainable_variables)
+            task.compile(model, optimizer, config,
+                         resolve_jit_compile(config.jit_compile, strategy))
+        run_dir.save_task_files(config.output_dir, task.name, settings, encoder.bert_config,
+                                config.vocab_file)
+        eval_ds = None
+        if evaluation is not None:
+            eval_ds = task.dataset(task.validation(evaluation), config, settings,
+                                   training=False)
+        else:
+            remove_stale_best(config.output_dir)
+        metric, mode = task.monitor(settings)
+        fit(model, task.dataset(train, config, settings, training=True), eval_ds, config,
+            num_steps, monitor=f"val_{metric}" if eval_ds is not None else None, mode=mode)
+    model.load_weights(run_dir.weights_file(config.output_dir))
+
+    results = {}
+    if config.do_eval:
+        results.update(task.evaluate(model, evaluation, config, settings))
+    if config.do_predict:
+        results.update(task.predict(model, config, settings, tokenizer))
+    if results:
+        write_results(os.path.join(config.output_dir, "eval_results.txt"), results)
+        task.print_results(results)
+    return results
+
+
+# ----------------------------------------------------------------------------- steps
+
+def batch_size(config, training):
+    """train_batch_size for training batches, eval_batch_size for evaluation."""
+    return config.train_batch_size if training else config.eval_batch_size
+
+
+def length_batching(config, training):
+    """The bert_tf.batching mode of a pipeline: evaluation and prediction keep their
+    example order, so sort and bucket become longest there."""
+    mode = getattr(config, "length_batching", "off")
+    return "longest" if mode in ("sort", "bucket") and not training else mode
+
+
+def create_strategy(config):
+    from bert_tf.pretraining.distribution import create_strategy as create
+    return create(config.strategy, tpu=config.tpu, cpu_devices=config.cpu_devices)
+
+
+def resolve_paths(config):
+    """The config with vocab_file / bert_config_file found beside the checkpoint; one
+    clear error when neither is found."""
+    from bert_tf.checkpoints import vocab_beside
+    base = None
+    if config.init_checkpoint:
+        base = config.init_checkpoint if os.path.isdir(config.init_checkpoint) else \
+            os.path.dirname(config.init_checkpoint)
+    bert_config_file = config.bert_config_file
+    if bert_config_file is None and base:
+        for name in ("bert_config.json", "config.json"):
+            if os.path.exists(os.path.join(base, name)):
+                bert_config_file = os.path.join(base, name)
+                break
+    vocab_file = vocab_beside(config.init_checkpoint, config.vocab_file)
+    if bert_config_file is None and not config.init_checkpoint:
+        raise ValueError("--bert_config_file is required without --init_checkpoint")
+    return config.replace(vocab_file=vocab_file, bert_config_file=bert_config_file)
+
+
+def build_encoder(config):
+    """The encoder from init_checkpoint (any format the converters read), or randomly
+    initialised from bert_config_file. Call under the strategy's scope."""
+    import keras
+
+    from bert_tf.checkpoints import load_encoder
+    from bert_tf.config import BertConfig
+    from bert_tf.encoder import BertEncoder
+    keras.utils.set_random_seed(config.seed)
+    dtype = DTYPES[config.mixed_precision]
+    if config.init_checkpoint:
+        return load_encoder(config.init_checkpoint,
+                            bert_config_file=config.bert_config_file, dtype=dtype)
+    return BertEncoder.from_config_object(
+        BertConfig.from_json_file(config.bert_config_file), dtype=dtype)
+
+
+def task_encoder(config):
+    """The encoder of a run: from the pretrained checkpoint with do_train, else shaped
+    like the fine-tuned run in output_dir (its task model's weights are loaded after).
+    Checks max_seq_length against its positions. Call under the strategy's scope."""
+    if config.do_train:
+        encoder = build_encoder(config)
+    else:
+        encoder = run_dir.encoder_from_task_dir(config.output_dir,
+                                                DTYPES[config.mixed_precision])
+    positions = encoder.bert_config.max_position_embeddings
+    if config.max_seq_length > positions:
+        raise ValueError(f"--max_seq_length {config.max_seq_length} exceeds the model's "
+                         f"max_position_embeddings {positions}")
+    return encoder
+
+
+def create_optimizer(config, num_train_examples, variables):
+    """AdamW, warmup over warmup_proportion of the steps then linear decay, BERT's
+    weight-decay exclusions, gradients clipped to global norm 1.0 (google's value).
+    Returns (optimizer, num_train_steps)."""
+    from bert_tf.pretraining.optimization import create_optimizer as create
+    steps_per_epoch = max(1, num_train_examples // config.train_batch_size)
+    num_train_steps = max(1, int(math.ceil(steps_per_epoch * config.num_train_epochs)))
+    warmup = int(num_train_steps * config.warmup_proportion)
+    optimizer = create("adamw", config.learning_rate, num_train_steps, warmup, variables,
+                       weight_decay=config.weight_decay)
+    optimizer.global_clipnorm = 1.0
+    return optimizer, num_train_steps
+
+
+def resolve_jit_compile(requested, strategy):
+    """jit_compile, except under a strategy mirrored over several CPU devices
+    (--cpu_devices): XLA compiles the whole step for one device and fails on variables
+    that live on the others."""
+    devices = getattr(strategy.extended, "worker_devices", ())
+    if requested and strategy.num_replicas_in_sync > 1 and devices and \
+            all("CPU" in d.upper() for d in devices):
+        print("note: --jit_compile is off: XLA cannot compile one step over several CPU "
+              "devices", file=sys.stderr, flush=True)
+        return False
+    return requested
+
+
+def remove_stale_best(output_dir):
+    """Deletes best.weights.h5 before a run without an evaluation set: one left by an
+    earlier run in the same directory would otherwise be taken for this run's
+    (run_dir.weights_file prefers best over last)."""
+    path = os.path.join(output_dir, "best.weights.h5")
+    if os.path.exists(path):
+        print(f"removing {path} of an earlier run (this run has no evaluation set)",
+              file=sys.stderr, flush=True)
+        os.remove(path)
+
+
+def fit(model, train_ds, eval_ds, config, num_train_steps, monitor, mode="max",
+        eval_steps=None):
+    """Keras fit with TensorBoard, progress (a bar on a terminal, else a line every 5% of
+    the steps), and two checkpoints in output_dir:
+    `last.weights.h5` after every epoch and `best.weights.h5` for the best `monitor`
+    (a validation metric name such as "val_accuracy"; mode "max" or "min").
+    Returns the Keras History."""
+    import keras
+
+    from bert_tf.progress import interactive
+    epochs_wanted = max(1, int(math.ceil(config.num_train_epochs)))
+    steps_per_epoch = max(1, num_train_steps // epochs_wanted)
+    epochs = max(1, int(math.ceil(num_train_steps / steps_per_epoch)))
+    callbacks = [
+        # write_graph=False: serializing the train step's graph (the whole encoder and its
+        # gradients) costs seconds to tens of seconds at the first step; scalars suffice.
+        keras.callbacks.TensorBoard(os.path.join(config.output_dir, "logs"),
+                                    write_graph=False),
+        keras.callbacks.ModelCheckpoint(os.path.join(config.output_dir, "last.weights.h5"),
+                                        save_weights_only=True),
+    ]
+    if eval_ds is not None and monitor:
+        callbacks.append(keras.callbacks.ModelCheckpoint(
+            os.path.join(config.output_dir, "best.weights.h5"), monitor=monitor, mode=mode,
+            save_best_only=True, save_weights_only=True))
+    if not interactive():
+        # Keras prints nothing to a file until an epoch ends: a line every few steps.
+        callbacks.append(step_lines(steps_per_epoch * epochs, config.train_batch_size))
+    return model.fit(train_ds.repeat(), validation_data=eval_ds, epochs=epochs,
+                     steps_per_epoch=steps_per_epoch, validation_steps=eval_steps,
+                     callbacks=callbacks, verbose=1 if interactive() else 2)
+
+
+def step_lines(total_steps, batch_size):
+    """A Keras callback printing one progress line every 5% of the training steps (steps
+    done, loss, examples/s, ETA), for output that is not a terminal."""
+    import keras
+
+    from bert_tf.progress import LineProgress
+
+    class StepLines(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.progress = LineProgress(total_steps, "training", unit="step")
+
+        def on_train_batch_end(self, batch, logs=None):
+            if self.progress.due():
+                # Reading the loss waits for the step: only when a line is printed.
+                rate = self.progress.rate(1) * batch_size
+                self.progress.set_postfix(loss=f"{float(logs['loss']):.4f}",
+                                          examples_per_s=f"{rate:.1f}")
+            self.progress.update(1)
+
+        def on_train_end(self, logs=None):
+            self.progress.close()
+
+    return StepLines()
+
+
+def predict_per_token(model, dataset, seq_length):
+    """model.predict for models whose outputs all have a token axis (axis 1), over batches
+    that may be cut to different widths: each batch's outputs are padded back to
+    seq_length before they are joined. -> {name: np.ndarray [N, seq_length, ...]}."""
+    import numpy as np
+    outputs = {}
+    for element in dataset:
+        inputs = element[0] if isinstance(element, tuple) else element
+        for name, value in model.predict_on_batch(inputs).items():
+            value = np.asarray(value)
+            pad = [(0, 0)] * value.ndim
+            pad[1] = (0, seq_length - value.shape[1])
+            outputs.setdefault(name, []).append(np.pad(value, pad))
+    return {name: np.concatenate(parts) for name, parts in outputs.items()}

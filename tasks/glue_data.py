@@ -1,0 +1,432 @@
+"""GLUE and the user's own sentence (pair) classification files: what each GLUE task's
+files look like (`GLUE_TASKS`), and readers for the official TSVs, prepared
+tensorflow-datasets `glue/*` directories and custom .tsv/.csv/.jsonl files, with
+bad-row reports (tasks/glue.py trains on what they return).
+"""
+
+import collections
+import csv
+import dataclasses
+import json
+import math
+import os
+import sys
+
+
+class DataError(ValueError):
+    """Bad input data; the message starts with the file and line."""
+
+
+def numbered_rows(reader, path):
+    """(line number, fields) of each non-empty row of a csv.reader over `path`; a row
+    the csv module cannot parse is a DataError naming the file and line."""
+    while True:
+        start = reader.line_num + 1
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise DataError(f"{path}:{start}: {e}") from None
+        if fields:
+            yield start, fields
+
+
+# ----------------------------------------------------------------------------- tasks
+
+@dataclasses.dataclass(frozen=True)
+class GlueTask:
+    """Where one GLUE task's data lives and how its files are laid out.
+
+    Column fields are header names of the official TSVs. `labels` are the label strings
+    as written in the files, in class-id order; () means regression. `headerless` is for
+    CoLA's train/dev files, the only ones without a header row:
+    (number of fields, text_a index, label index).
+    """
+    name: str
+    directory: str                 # GLUE's folder name, also the submission file's stem
+    labels: tuple
+    text_a: str
+    text_b: str = None
+    label: str = "label"
+    id_column: str = "index"       # in the test files
+    dev_splits: tuple = ("dev",)
+    test_splits: tuple = ("test",)
+    tfds_features: tuple = ()      # tfds glue/* feature names of text_a (, text_b)
+    headerless: tuple = None
+
+    @property
+    def regression(self):
+        return not self.labels
+
+    @property
+    def pair(self):
+        return self.text_b is not None
+
+    def submission_name(self, split):
+        """GLUE's file name for the predictions of a test split."""
+        suffix = {"test": "", "test_matched": "-m", "test_mismatched": "-mm"}[split]
+        return f"{self.directory}{suffix}.tsv"
+
+
+_BINARY = ("0", "1")
+GLUE_TASKS = {t.name: t for t in (
+    GlueTask("cola", "CoLA", _BINARY, "sentence", tfds_features=("sentence",),
+             headerless=(4, 3, 1)),
+    GlueTask("sst2", "SST-2", _BINARY, "sentence", tfds_features=("sentence",)),
+    GlueTask("mrpc", "MRPC", _BINARY, "#1 String", "#2 String", label="Quality",
+             tfds_features=("sentence1", "sentence2")),
+    GlueTask("stsb", "STS-B", (), "sentence1", "sentence2", label="score",
+             tfds_features=("sentence1", "sentence2")),
+    GlueTask("qqp", "QQP", _BINARY, "question1", "question2", label="is_duplicate",
+             id_column="id", tfds_features=("question1", "question2")),
+    GlueTask("mnli", "MNLI", ("contradiction", "entailment", "neutral"), "sentence1",
+             "sentence2", label="gold_label", dev_splits=("dev_matched", "dev_mismatched"),
+             test_splits=("test_matched", "test_mismatched"),
+             tfds_features=("premise", "hypothesis")),
+    GlueTask("qnli", "QNLI", ("entailment", "not_entailment"), "question", "sentence",
+             tfds_features=("question", "sentence")),
+    GlueTask("rte", "RTE", ("entailment", "not_entailment"), "sentence1", "sentence2",
+             tfds_features=("sentence1", "sentence2")),
+    GlueTask("wnli", "WNLI", _BINARY, "sentence1", "sentence2",
+             tfds_features=("sentence1", "sentence2")),
+)}
+TASK_NAMES = tuple(GLUE_TASKS) + ("custom",)
+
+# Our split names -> tensorflow-datasets' (glue/mnli names its validation splits
+# validation_matched / validation_mismatched).
+TFDS_SPLITS = {"train": "train", "dev": "validation", "dev_matched": "validation_matched",
+               "dev_mismatched": "validation_mismatched", "test": "test",
+               "test_matched": "test_matched", "test_mismatched": "test_mismatched"}
+
+
+# ----------------------------------------------------------------------------- reading
+
+@dataclasses.dataclass
+class Example:
+    """One row. label: the label string (classification), a float (regression) or None
+    (test files). guid: the id GLUE's submission wants (test files) or "file:line"."""
+    guid: str
+    text_a: str
+    text_b: str = None
+    label: object = None
+
+
+class RowReport:
+    """Counts the rows a reader skipped, by reason, keeping the first place of each.
+
+    policy "skip": count and go on; "error": raise DataError at the first bad row.
+    """
+
+    def __init__(self, source, policy="skip"):
+        if policy not in ("skip", "error"):
+            raise ValueError(f"--bad_rows must be skip or error, got {policy!r}")
+        self.source, self.policy = source, policy
+        self.rows = 0
+        self.skipped = collections.Counter()
+        self.first = {}
+
+    def bad(self, where, reason, detail):
+        """where: "file:line"; reason: a short key (malformed, empty_text,
+        unknown_label); detail: what is wrong, for the message."""
+        message = f"{where}: {detail}"
+        if self.policy == "error":
+            raise DataError(message)
+        self.skipped[reason] += 1
+        self.first.setdefault(reason, message)
+
+    def summary(self):
+        """One line: rows kept and, per reason, how many were skipped and the first."""
+        total = sum(self.skipped.values())
+        line = f"{self.source}: {self.rows - total} of {self.rows} rows used"
+        if total:
+            line += "; skipped " + "; ".join(
+                f"{n} {reason} (first: {self.first[reason]})"
+                for reason, n in sorted(self.skipped.items()))
+        return line
+
+
+def _tsv_lines(path):
+    """(line number, fields) for each non-empty line of a tab-separated file without
+    quoting. Only "\\n" ends a line ("\\r" before it is dropped): GLUE's texts may hold
+    other line-break characters that must not split a row."""
+    try:
+        f = open(path, encoding="utf-8-sig", newline="\n")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: file not found") from None
+    with f:
+        try:
+            for number, line in enumerate(f, 1):
+                line = line.rstrip("\n").rstrip("\r")
+                if line:
+                    yield number, line.split("\t")
+        except UnicodeDecodeError as e:
+            raise DataError(f"{path}:{number + 1}: not UTF-8 ({e.reason})") from None
+
+
+def _column_index(path, header, name):
+    if name not in header:
+        raise DataError(f"{path}:1: no column {name!r} in the header "
+                        f"({', '.join(repr(h) for h in header)})")
+    return header.index(name)
+
+
+def _label_value(raw, labels, regression, where, report):
+    """The label of a row, or None after reporting it bad."""
+    if regression:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = float("nan")
+        if not math.isfinite(value):
+            report.bad(where, "unknown_label", f"label {raw!r} is not a number")
+            return None
+        return value
+    if labels is not None and raw not in labels:
+        report.bad(where, "unknown_label",
+                   f"unknown label {raw!r} (labels: {', '.join(labels)})")
+        return None
+    return raw
+
+
+def _check_texts(text_a, text_b, pair, where, report):
+    if not text_a.strip() or (pair and not (text_b or "").strip()):
+        report.bad(where, "empty_text", "empty text" + (
+            " (text_a)" if not text_a.strip() else " (text_b)"))
+        return False
+    return True
+
+
+def read_glue_tsv(path, task, with_labels=True, policy="skip"):
+    """An official GLUE TSV -> (examples, RowReport). with_labels=False for test files
+    (their first column, `task.id_column`, becomes the guid)."""
+    report = RowReport(path, policy)
+    lines = _tsv_lines(path)
+    if with_labels and task.headerless:
+        width, a, y = task.headerless
+        b, id_index = None, None
+    else:
+        try:
+            _, header = next(lines)
+        except StopIteration:
+            raise DataError(f"{path}: empty file") from None
+        width = len(header)
+        a = _column_index(path, header, task.text_a)
+        b = _column_index(path, header, task.text_b) if task.pair else None
+        y = _column_index(path, header, task.label) if with_labels else None
+        id_index = None if with_labels else _column_index(path, header, task.id_column)
+    examples = []
+    for number, fields in lines:
+        report.rows += 1
+        where = f"{path}:{number}"
+        if len(fields) != width:
+            report.bad(where, "malformed",
+                       f"expected {width} tab-separated fields, found {len(fields)}")
+            continue
+        text_a, text_b = fields[a], fields[b] if b is not None else None
+        if not _check_texts(text_a, text_b, task.pair, where, report):
+            continue
+        label = None
+        if with_labels:
+            label = _label_value(fields[y], task.labels or None, task.regression, where,
+                                 report)
+            if label is None:
+                continue
+        guid = where if with_labels else fields[id_index]
+        examples.append(Example(guid, text_a, text_b, label))
+    return examples, report
+
+
+def glue_split_path(data_dir, task, split):
+    """data_dir/<split>.tsv; data_dir may also be the GLUE root holding task folders."""
+    for directory in (data_dir, os.path.join(data_dir, task.directory)):
+        path = os.path.join(directory, f"{split}.tsv")
+        if os.path.exists(path):
+            return path
+    return os.path.join(data_dir, f"{split}.tsv")
+
+
+def tfds_dataset_dir(tfds_data_dir, task):
+    """The prepared glue/<task> directory (highest version) or a clear error: this never
+    downloads or prepares anything."""
+    root = os.path.join(os.path.expanduser(tfds_data_dir), "glue", task.name)
+    versions = []
+    if os.path.isdir(root):
+        for v in os.listdir(root):
+            if os.path.exists(os.path.join(root, v, "dataset_info.json")):
+                try:
+                    versions.append((tuple(int(p) for p in v.split(".")), v))
+                except ValueError:
+                    continue
+    if not versions:
+        raise DataError(
+            f"{root}: glue/{task.name} is not prepared there (no <version>/"
+            f"dataset_info.json); this command never downloads: prepare it with "
+            f"`tfds build glue/{task.name} --data_dir {tfds_data_dir}` or pass --data_dir "
+            f"with GLUE's TSV files")
+    return os.path.join(root, max(versions)[1])
+
+
+def read_glue_tfds(directory, task, split, with_labels=True, policy="skip"):
+    """A prepared tfds glue/<task> split -> (examples, RowReport). The guid of test
+    examples is tfds' `idx` (the row index of GLUE's test file, as the submission
+    wants); tfds' class ids are mapped to the TSV label strings."""
+    import tensorflow_datasets as tfds
+    builder = tfds.builder_from_directory(directory)
+    tfds_split = TFDS_SPLITS[split]
+    if tfds_split not in builder.info.splits:
+        raise DataError(f"{directory}: no split {tfds_split!r} "
+                        f"(has {', '.join(sorted(builder.info.splits))})")
+    if not task.regression:
+        names = builder.info.features["label"].names
+        # glue/cola etc. name their classes ("unacceptable", "acceptable") where the TSVs
+        # write 0/1 in the same order; glue/mnli, qnli and rte use the TSV strings.
+        to_label = [name if name in task.labels else task.labels[i]
+                    for i, name in enumerate(names)]
+    source = f"{directory}[{tfds_split}]"
+    report = RowReport(source, policy)
+    examples = []
+    for row in tfds.as_numpy(builder.as_dataset(split=tfds_split, shuffle_files=False)):
+        report.rows += 1
+        where = f"{source} idx {int(row['idx'])}"
+        text_a = row[task.tfds_features[0]].decode("utf-8")
+        text_b = row[task.tfds_features[1]].decode("utf-8") if task.pair else None
+        if not _check_texts(text_a, text_b, task.pair, where, report):
+            continue
+        label = None
+        if with_labels:
+            raw = row["label"]
+            if task.regression:
+                label = float(raw)
+            elif 0 <= int(raw) < len(to_label):
+                label = to_label[int(raw)]
+            else:
+                report.bad(where, "unknown_label", f"label id {int(raw)} (no label)")
+                continue
+        guid = str(int(row["idx"])) if not with_labels else where
+        examples.append(Example(guid, text_a, text_b, label))
+    return examples, report
+
+
+def _resolve_column(path, header, column, has_header):
+    """A --*_column value: a header name, or a 0-based index."""
+    if has_header and column in header:
+        return header.index(column)
+    if str(column).lstrip("-").isdigit():
+        return int(column)
+    raise DataError(f"{path}:1: no column {column!r} in the header "
+                    f"({', '.join(repr(h) for h in header)})")
+
+
+def read_custom_file(path, text_a_column, text_b_column=None, label_column=None,
+                     labels=None, regression=False, has_header=True, policy="skip"):
+    """A user's .tsv / .csv / .jsonl file -> (examples, RowReport).
+
+    TSV: tab-separated, no quoting (GLUE's convention); CSV: standard quoting (RFC 4180);
+    JSONL: one object per line, columns are keys. label_column None: no labels (test
+    file). labels: the allowed label strings (None: any, e.g. when reading the training
+    file to collect them). Test-file guids are the 0-based row number.
+    """
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in (".tsv", ".csv", ".jsonl"):
+        raise DataError(f"{path}: unsupported file type {ext!r}; use .tsv, .csv or .jsonl")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: file not found")
+    report = RowReport(path, policy)
+    pair = text_b_column is not None
+    examples = []
+
+    def add(where, text_a, text_b, raw_label):
+        report.rows += 1
+        if not isinstance(text_a, str) or (pair and not isinstance(text_b, str)):
+            report.bad(where, "malformed", "text is not a string")
+            return
+        if not _check_texts(text_a, text_b, pair, where, report):
+            return
+        label = None
+        if label_column is not None:
+            if raw_label is None:
+                report.bad(where, "malformed", f"no label ({label_column!r})")
+                return
+            if isinstance(raw_label, bool):
+                raw_label = str(raw_label).lower()    # JSON true/false as written
+            label = _label_value(str(raw_label), labels, regression, where, report)
+            if label is None:
+                return
+        # Test rows are named by their 0-based position among the file's rows.
+        guid = where if label_column is not None else str(report.rows - 1)
+        examples.append(Example(guid, text_a, text_b, label))
+
+    if ext == ".jsonl":
+        with open(path, encoding="utf-8-sig") as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                where = f"{path}:{number}"
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    report.rows += 1
+                    report.bad(where, "malformed", f"not valid JSON ({e.msg})")
+                    continue
+                if not isinstance(row, dict):
+                    report.rows += 1
+                    report.bad(where, "malformed", "expected a JSON object")
+                    continue
+                missing = [c for c in (text_a_column, text_b_column) if c is not None
+                           and c not in row]
+                if missing:
+                    report.rows += 1
+                    report.bad(where, "malformed", f"no key {missing[0]!r}")
+                    continue
+                add(where, row[text_a_column], row.get(text_b_column) if pair else None,
+                    row.get(label_column) if label_column is not None else None)
+        return examples, report
+
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        if ext == ".tsv":
+            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        else:
+            reader = csv.reader(f)
+        try:
+            header = next(reader) if has_header else []
+        except StopIteration:
+            raise DataError(f"{path}: empty file") from None
+        except csv.Error as e:
+            raise DataError(f"{path}:1: {e}") from None
+        columns = [_resolve_column(path, header, c, has_header)
+                   for c in (text_a_column, text_b_column, label_column) if c is not None]
+        width = len(header) if has_header else None
+        for start, fields in numbered_rows(reader, path):
+            where = f"{path}:{start}"
+            if (width is not None and len(fields) != width) or \
+                    max(columns) >= len(fields):
+                report.rows += 1
+                report.bad(where, "malformed",
+                           f"expected {width or max(columns) + 1} fields, found "
+                           f"{len(fields)}")
+                continue
+            values = iter(columns)
+            text_a = fields[next(values)]
+            text_b = fields[next(values)] if pair else None
+            raw_label = fields[next(values)] if label_column is not None else None
+            add(where, text_a, text_b, raw_label)
+    return examples, report
+
+
+def finish_report(report, examples):
+    """Prints the report of a file when rows were skipped; an error when none is left."""
+    if report.skipped:
+        print(report.summary(), file=sys.stderr, flush=True)
+    if not examples:
+        raise DataError(f"{report.source}: no usable rows ({report.summary()})")
+    return examples
+
+
+def label_names_from(examples):
+    """The label strings of a training set, sorted (numerically when all are integers),
+    so the class ids do not depend on row order."""
+    names = {e.label for e in examples}
+    if all(n.lstrip("-").isdigit() for n in names):
+        return sorted(names, key=int)
+    return sorted(names)
