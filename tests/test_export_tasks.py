@@ -631,3 +631,87 @@ def test_task_export_bad_input_is_one_line(tmp_path, swag_run, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_info.value.code == 1 and len(err) == 1 and "--max_seq_length 65" in err[0]
     assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------- docs
+
+def doc_requests():
+    """(model name, signature, {input: value}, documented output names) of every REST
+    (curl) and gRPC (`predict(...)`) example in docs/serving.md."""
+    import ast
+    import re
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    doc = open(os.path.join(root, "docs", "serving.md"), encoding="utf-8").read()
+    rest = doc.split("### REST", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    requests = []
+    # One curl per request; "# -> {...}" comments after it name its outputs. The
+    # serve_examples request is built by a shell variable and is left out here.
+    for curl in re.split(r"(?=^curl )", rest.replace("\\\n", " "), flags=re.M)[1:]:
+        match = re.match(r"curl -d '(.*?)'\s+localhost:8501/v1/models/(\w+):predict", curl,
+                         re.S)
+        if not match:
+            assert "serve_examples" in curl, curl
+            continue
+        body = json.loads(match.group(1))
+        if "instances" in body:         # row form -> columns
+            inputs = {k: [row[k] for row in body["instances"]] for k in body["instances"][0]}
+        else:
+            inputs = body["inputs"]
+        documented = set(re.findall(r'"(\w+)":', "".join(
+            line for line in curl.splitlines() if line.lstrip().startswith("#")))) - \
+            {"outputs", "predictions"}
+        requests.append((match.group(2), body.get("signature_name", "serving_default"),
+                         inputs, documented))
+    grpc = doc.split("### gRPC", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    tree = ast.parse(grpc)
+    keys = {id(node.value): {ast.literal_eval(node.slice)} for node in ast.walk(tree)
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "predict":
+            try:
+                args = [ast.literal_eval(a) for a in node.args]
+            except ValueError:     # a serialized tf.Example built in the doc's code
+                assert ast.literal_eval(node.args[2]) == "serve_examples"
+                continue
+            requests.append((args[0], args[2] if len(args) > 2 else "serving_default",
+                             args[1], keys.get(id(node), set())))
+    return requests
+
+
+def test_serving_doc_examples_match_the_signatures(classifier_runs, swag_run, ner_run,
+                                                   squad_runs, tmp_path_factory,
+                                                   minilm_dir):
+    """Every request in docs/serving.md names exactly the inputs of its signature, runs on
+    the exported model, and the outputs it documents exist."""
+    from bert_tf.config import BertConfig
+    from bert_tf.pretraining.model import BertPretrainer
+    from bert_tf.checkpoints import save_checkpoint
+    root = tmp_path_factory.mktemp("doc_models")
+    save_checkpoint(BertPretrainer.from_config_object(BertConfig.preset("tiny",
+                                                                        vocab_size=30522)),
+                    str(root / "hf"), "hf", vocab_file=os.path.join(minilm_dir, "vocab.txt"))
+    vocab = str(root / "hf" / "vocab.txt")
+    paths = {"mrpc": classifier_runs["pair"][1], "swag": swag_run[1], "ner": ner_run[1],
+             "squad": squad_runs["v1"][1],
+             "bert_embeddings": export(build_module("embeddings", str(root / "hf"), vocab,
+                                                    True, 32), str(root / "embeddings")),
+             "bert_fill_mask": export(build_module("pretraining", str(root / "hf"), vocab,
+                                                   True, 32), str(root / "fill_mask"))}
+    requests = doc_requests()
+    assert {name for name, *_ in requests} == set(paths)
+    assert len(requests) >= 15
+    loaded = {name: tf.saved_model.load(path) for name, path in paths.items()}
+    for name, signature, inputs, documented in requests:
+        fn = loaded[name].signatures[signature]
+        spec = fn.structured_input_signature[1]
+        assert set(inputs) == set(spec), (name, signature, sorted(inputs), sorted(spec))
+        tensors = {}
+        for key, value in inputs.items():
+            value = np.asarray(value)
+            if key == "token_ids":       # the doc's ids are bert-base's; the model is tiny
+                value = np.minimum(value, len(VOCAB) - 1)
+            tensors[key] = tf.constant(value, dtype=spec[key].dtype)
+        outputs = fn(**tensors)
+        assert documented <= set(outputs), (name, signature, documented, sorted(outputs))
+        assert all(int(v.shape[0]) == len(next(iter(inputs.values())))
+                   for v in outputs.values()), name
