@@ -99,14 +99,19 @@ def build_task_module(task, run_dir, max_seq_length=None, dtype="float32"):
 
 
 def export(module, output_dir):
-    """Saves `module` as output_dir/<next version>/ (temp name, then rename)."""
+    """Saves `module` as output_dir/<next version>/ (temp name, then rename), with TF
+    Serving's warm-up requests in assets.extra/ (export/warmup.py; the model name in them
+    is output_dir's last part, as TF Serving names models/NAME)."""
     import tensorflow as tf
+
+    from export.warmup import write_warmup
     os.makedirs(output_dir, exist_ok=True)
     version = next_version(output_dir)
     final = os.path.join(output_dir, str(version))
     tmp = os.path.join(output_dir, f".tmp-{version}")
     shutil.rmtree(tmp, ignore_errors=True)
     tf.saved_model.save(module, tmp, signatures=module.signatures())
+    write_warmup(module, tmp, os.path.basename(os.path.normpath(output_dir)))
     os.replace(tmp, final)
     return final
 

@@ -678,25 +678,30 @@ def doc_requests():
     return requests
 
 
-def test_serving_doc_examples_match_the_signatures(classifier_runs, swag_run, ner_run,
-                                                   squad_runs, tmp_path_factory,
-                                                   minilm_dir):
-    """Every request in docs/serving.md names exactly the inputs of its signature, runs on
-    the exported model, and the outputs it documents exist."""
+@pytest.fixture(scope="module")
+def all_exports(classifier_runs, swag_run, ner_run, squad_runs, tmp_path_factory,
+                minilm_dir):
+    """{TF Serving model name in docs/serving.md: export path} of every task's export."""
+    from bert_tf.checkpoints import save_checkpoint
     from bert_tf.config import BertConfig
     from bert_tf.pretraining.model import BertPretrainer
-    from bert_tf.checkpoints import save_checkpoint
     root = tmp_path_factory.mktemp("doc_models")
     save_checkpoint(BertPretrainer.from_config_object(BertConfig.preset("tiny",
                                                                         vocab_size=30522)),
                     str(root / "hf"), "hf", vocab_file=os.path.join(minilm_dir, "vocab.txt"))
     vocab = str(root / "hf" / "vocab.txt")
-    paths = {"mrpc": classifier_runs["pair"][1], "swag": swag_run[1], "ner": ner_run[1],
-             "squad": squad_runs["v1"][1],
-             "bert_embeddings": export(build_module("embeddings", str(root / "hf"), vocab,
-                                                    True, 32), str(root / "embeddings")),
-             "bert_fill_mask": export(build_module("pretraining", str(root / "hf"), vocab,
-                                                   True, 32), str(root / "fill_mask"))}
+    return {"mrpc": classifier_runs["pair"][1], "swag": swag_run[1], "ner": ner_run[1],
+            "squad": squad_runs["v1"][1],
+            "bert_embeddings": export(build_module("embeddings", str(root / "hf"), vocab,
+                                                   True, 32), str(root / "bert_embeddings")),
+            "bert_fill_mask": export(build_module("pretraining", str(root / "hf"), vocab,
+                                                  True, 32), str(root / "bert_fill_mask"))}
+
+
+def test_serving_doc_examples_match_the_signatures(all_exports):
+    """Every request in docs/serving.md names exactly the inputs of its signature, runs on
+    the exported model, and the outputs it documents exist."""
+    paths = all_exports
     requests = doc_requests()
     assert {name for name, *_ in requests} == set(paths)
     assert len(requests) >= 15
@@ -715,3 +720,32 @@ def test_serving_doc_examples_match_the_signatures(classifier_runs, swag_run, ne
         assert documented <= set(outputs), (name, signature, documented, sorted(outputs))
         assert all(int(v.shape[0]) == len(next(iter(inputs.values())))
                    for v in outputs.values()), name
+
+
+def test_exports_carry_tf_serving_warmup_requests(all_exports):
+    """assets.extra/tf_serving_warmup_requests, read with TF Serving's own protos: two real
+    rows for each of the three signatures, replayed on the export; the text and the
+    tf.Example forms of the same rows give the same outputs."""
+    prediction_log_pb2 = pytest.importorskip("tensorflow_serving.apis.prediction_log_pb2")
+    from export.warmup import WARMUP_FILE
+    for name, path in all_exports.items():
+        loaded = tf.saved_model.load(path)
+        replies = {}
+        for record in tf.data.TFRecordDataset(os.path.join(path, WARMUP_FILE)):
+            log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
+            request = log.predict_log.request
+            model_dir = os.path.basename(os.path.dirname(path))
+            assert request.model_spec.name == model_dir, (name, request.model_spec.name)
+            fn = loaded.signatures[request.model_spec.signature_name]
+            inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+            assert set(inputs) == set(fn.structured_input_signature[1]), name
+            outputs = fn(**{k: tf.constant(v) for k, v in inputs.items()})
+            assert all(int(v.shape[0]) == 2 for v in outputs.values()), name
+            replies[request.model_spec.signature_name] = outputs
+        assert set(replies) == {"serving_default", "serve_tokenized", "serve_examples"}, name
+        for key, value in replies["serving_default"].items():
+            got = replies["serve_examples"][key].numpy()
+            if value.dtype == tf.string:
+                assert (got == value.numpy()).all(), (name, key)
+            else:
+                np.testing.assert_allclose(got, value.numpy(), atol=1e-6, err_msg=name)
