@@ -309,8 +309,10 @@ class ClassificationTask(driver.Task):
                              f"--text_b_column must {'name' if pair else 'not name'} a "
                              f"second text column")
         self._reader(config, saved["labels"], saved["regression"], pair)
-        self.config = config
         return config
+
+    def training_config(self, config):
+        return self._columns(config)
 
     def _reader(self, config, labels, regression, pair):
         self.glue = GLUE_TASKS.get(config.task_name)             # None for custom data
@@ -343,8 +345,6 @@ class ClassificationTask(driver.Task):
 
     def read_train(self, config, tokenizer):
         task = GLUE_TASKS.get(config.task_name)
-        config = self._columns(config)
-        self.config = config
         regression = task.regression if task else config.regression
         labels = None
         if not regression:
@@ -364,7 +364,7 @@ class ClassificationTask(driver.Task):
     def settings(self, config, train):
         extra = {}
         if config.task_name == "custom":
-            extra["columns"] = {name: getattr(self.config, name) for name in CUSTOM_COLUMNS}
+            extra["columns"] = {name: getattr(config, name) for name in CUSTOM_COLUMNS}
         return run_dir.classifier_settings(
             None if self.regression else self.labels, config.max_seq_length,
             config.do_lower_case, ("text_a", "text_b") if self.pair else ("text_a",),
@@ -372,7 +372,7 @@ class ClassificationTask(driver.Task):
 
     def read_eval(self, config, settings, tokenizer):
         self.preprocessor = TextClassifierPreprocessor(tokenizer, config.max_seq_length)
-        return {split: self.read(self.config, split) for split in self.splits("dev")} \
+        return {split: self.read(config, split) for split in self.splits("dev")} \
             if config.do_eval else None
 
     def validation(self, evaluation):
@@ -390,9 +390,8 @@ class ClassificationTask(driver.Task):
 
     def compile(self, model, optimizer, config, jit_compile):
         compile_classifier(model, optimizer, model.num_classes,
-                           self.monitor({"task_name": config.task_name,
-                                         "regression": self.regression,
-                                         "num_classes": model.num_classes})[0], jit_compile)
+                           monitored_metric(config.task_name, self.regression,
+                                            model.num_classes), jit_compile)
 
     def dataset(self, examples, config, settings, training, batch_size=None,
                 with_labels=True):
@@ -419,7 +418,7 @@ class ClassificationTask(driver.Task):
 
     def predict(self, model, config, settings, tokenizer):
         for split in self.splits("test"):
-            examples = self.read(self.config, split, with_labels=False)
+            examples = self.read(config, split, with_labels=False)
             outputs = predict_outputs(
                 model, self.dataset(examples, config, settings, False,
                                     config.predict_batch_size, with_labels=False),

@@ -34,8 +34,9 @@ from tasks.squad_data import (SquadExample, create_features, featurize,  # noqa:
                               read_squad_examples, tokenize_contexts)
 
 TASK = "squad"
-DEFAULTS = dict(max_seq_length=384, doc_stride=128, max_query_length=64, n_best_size=20,
-                max_answer_length=30, null_score_diff_threshold=0.0)
+# google's run_squad defaults: the window and decoding settings a run directory keeps,
+# and run_squad's sequence length.
+DEFAULTS = dict(run_dir.SQUAD_DEFAULTS, max_seq_length=384)
 
 
 # ----------------------------------------------------------------------------- model
@@ -190,7 +191,7 @@ class SquadTask(driver.Task):
         """Unset settings take the training run's values (saved), else DEFAULTS."""
         config = config.replace(**{
             key: saved.get(key, default)
-            for key, default in dict(DEFAULTS, version_2_with_negative=False).items()
+            for key, default in DEFAULTS.items()
             if getattr(config, key) is None})
         if config.max_seq_length <= config.max_query_length + 3:
             raise ValueError(f"--max_seq_length ({config.max_seq_length}) must be greater "

@@ -115,7 +115,6 @@ def assert_invalid_argument(fn, **inputs):
 @pytest.fixture(scope="module")
 def classifier_runs(tmp_path_factory):
     """A pair classifier and a single-text regressor, both exported."""
-    from tasks import glue
     root = tmp_path_factory.mktemp("classification")
     pair = make_run_dir(str(root / "run_pair"), "glue", {
         "task": "glue", "task_name": "custom", "labels": ["neg", "neutral", "pos"],
@@ -251,7 +250,6 @@ ENDINGS = [["it is quick", "it is lazy.", "the dog was born", "paris"],
 
 @pytest.fixture(scope="module")
 def swag_run(tmp_path_factory):
-    from tasks import swag
     root = tmp_path_factory.mktemp("swag")
     run = make_run_dir(str(root / "run"), "swag", {
         "task": "swag", "num_choices": 4, "text_inputs": ["context", "start", "endings"]},
@@ -325,7 +323,6 @@ NER_TEXTS = ["John Smith lives in New York.", "  the quick\tbrown fox\u00a0jumps
 
 @pytest.fixture(scope="module")
 def ner_run(tmp_path_factory):
-    from tasks import ner
     root = tmp_path_factory.mktemp("ner")
     run = make_run_dir(str(root / "run"), "ner", {
         "task": "ner", "labels": NER_LABELS, "feature_based": False},
@@ -445,7 +442,6 @@ CONTEXTS_SQ = [
 @pytest.fixture(scope="module")
 def squad_runs(tmp_path_factory):
     """A v1.1 model exported; a v2.0 one (same weights) traced only."""
-    from tasks import squad
     root = tmp_path_factory.mktemp("squad")
     v1 = make_run_dir(str(root / "v1"), "squad", dict(
         SQUAD_CONFIG, version_2_with_negative=False, null_score_diff_threshold=0.0),
