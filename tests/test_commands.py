@@ -1,0 +1,74 @@
+"""Every command's flags, pinned: `--help` exits 0 and names exactly the flags each
+command had before the CLI kit and the driver (google-research/bert's names for the ones
+google's scripts have). Bad inputs are checked per command in its own test file."""
+
+import importlib
+
+import pytest
+
+FLAGS = {
+    "bert_tf.build_vocab": """
+        do_lower_case input_file max_unique_chars min_frequency output_file vocab_size""",
+    "bert_tf.convert_checkpoint": """
+        bert_config_file input input_format output output_format overwrite vocab_file""",
+    "bert_tf.corpus": """
+        max_bytes output_file source_dir""",
+    "bert_tf.create_pretraining_data": """
+        block_size_kb do_lower_case do_whole_word_mask dupe_factor gzip input_file
+        input_format jsonl_field masked_lm_prob max_ngram_size max_predictions_per_seq
+        max_seq_length num_shards num_workers output_file quiet random_seed
+        short_seq_prob vocab_file""",
+    "bert_tf.extract_features": """
+        batch_size bert_config_file do_lower_case init_checkpoint input_file layers
+        max_seq_length output_file vocab_file""",
+    "bert_tf.quickstart": """
+        corpus dupe_factor learning_rate max_predictions_per_seq max_seq_length
+        mixed_precision num_train_steps preset steps_per_loop train_batch_size
+        vocab_size work_dir""",
+    "bert_tf.run_pretraining": """
+        bert_config_file cpu_devices do_eval do_train eval_batch_size eval_input_file
+        gcp_project gradient_accumulation_steps init_checkpoint input_file jit_compile
+        keep_checkpoints learning_rate length_batching max_eval_steps
+        max_predictions_per_seq max_seq_length mixed_precision num_train_steps
+        num_warmup_steps optimizer output_dir preset save_checkpoints_steps seed
+        shuffle_buffer steps_per_loop strategy tpu tpu_zone train_batch_size vocab_file""",
+    "export.saved_model": """
+        checkpoint_dir do_lower_case dtype max_seq_length output_dir task top_k
+        vocab_file""",
+    "tasks.glue": """
+        bad_rows bert_config_file cpu_devices data_dir dev_file do_eval do_lower_case
+        do_predict do_train eval_batch_size has_header init_checkpoint jit_compile
+        label_column labels learning_rate length_batching max_seq_length mixed_precision
+        num_train_epochs output_dir predict_batch_size regression seed strategy
+        task_name test_file text_a_column text_b_column tfds_data_dir tpu
+        train_batch_size train_file vocab_file warmup_proportion weight_decay""",
+    "tasks.ner": """
+        bert_config_file cpu_devices do_eval do_lower_case do_predict do_train
+        eval_batch_size eval_file feature_based init_checkpoint learning_rate
+        length_batching max_seq_length mixed_precision num_train_epochs output_dir
+        predict_batch_size predict_file seed strategy tpu train_batch_size train_file
+        vocab_file warmup_proportion weight_decay""",
+    "tasks.squad": """
+        bert_config_file cpu_devices do_eval do_lower_case do_predict do_train
+        doc_stride eval_batch_size init_checkpoint learning_rate length_batching
+        max_answer_length max_query_length max_seq_length mixed_precision n_best_size
+        null_score_diff_threshold num_train_epochs output_dir predict_batch_size
+        predict_file seed strategy tpu train_batch_size train_file
+        version_2_with_negative vocab_file warmup_proportion weight_decay""",
+    "tasks.swag": """
+        bad_rows bert_config_file cpu_devices data_dir dev_file do_eval do_lower_case
+        do_predict do_train eval_batch_size init_checkpoint jit_compile learning_rate
+        length_batching max_seq_length mixed_precision num_train_epochs output_dir
+        predict_batch_size seed strategy test_file tpu train_batch_size train_file
+        vocab_file warmup_proportion weight_decay""",
+}
+
+
+@pytest.mark.parametrize("command", sorted(FLAGS))
+def test_help_exits_0_and_lists_the_same_flags(command, capsys):
+    import re
+    with pytest.raises(SystemExit) as exit_:
+        importlib.import_module(command).main(["--help"])
+    assert exit_.value.code == 0
+    shown = set(re.findall(r"(?<![\w-])--([a-z][a-z0-9_]*)", capsys.readouterr().out))
+    assert shown - {"help"} == set(FLAGS[command].split()), command
