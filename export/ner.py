@@ -1,7 +1,8 @@
 """NerModule: raw text -> named entities, computed in the graph the way tasks/ner.py does
 in Python (split_words, create_features, word_tags, entities):
 
-1. words: maximal runs of non-whitespace characters (Python's \\s), with their offsets;
+1. words as google's BasicTokenizer cuts them (bert_tf.words: whitespace, and every
+   punctuation character and CJK ideograph a word of its own), with their offsets;
 2. each word tokenized alone; a word the tokenizer deletes becomes one [UNK], a word of
    more pieces than fit is cut;
 3. consecutive parts of at most max_seq_length - 2 pieces, cut between words (greedy,
@@ -18,6 +19,7 @@ exclusive; -1 in the padding), num_entities [batch].
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import words
 from bert_tf.batching import run_by_length
 from export import text_offsets
 from export.serving import ServingModule, _float32
@@ -83,7 +85,8 @@ class NerModule(ServingModule):
         self.chunk_ends = tf.constant(ends)
         self.chunk_types = tf.constant(types)
         self.boundary = len(labels)
-        self.whitespace = text_offsets.python_whitespace()
+        self.separators = words.separators()
+        self.single_ranges = words.single_character_ranges()
 
     def outputs_from_tokens(self, features):
         logits = _float32(self.model(features, training=False)["logits"])  # [batch, seq, K]
@@ -93,13 +96,14 @@ class NerModule(ServingModule):
 
     def outputs_from_text(self, text):
         room = self.packer.seq_length - 2
-        words, begin, end = text_offsets.split_words(text, self.whitespace)
-        words = words.with_row_splits_dtype(tf.int64)
-        word_splits = words.row_splits                                     # [batch + 1]
+        text_words, begin, end = text_offsets.split_words(text, self.separators,
+                                                          self.single_ranges)
+        text_words = text_words.with_row_splits_dtype(tf.int64)
+        word_splits = text_words.row_splits                                # [batch + 1]
         begin, end = begin.flat_values, end.flat_values                    # [W] bytes
 
         # Every word tokenized alone; no pieces -> one [UNK]; at most `room` pieces.
-        pieces = self.tokenizer(words.flat_values).with_row_splits_dtype(tf.int64)
+        pieces = self.tokenizer(text_words.flat_values).with_row_splits_dtype(tf.int64)
         empty = tf.equal(pieces.row_lengths(), 0)
         unk = tf.RaggedTensor.from_row_lengths(
             tf.fill([tf.reduce_sum(tf.cast(empty, tf.int32))], self.tokenizer.unk_id),

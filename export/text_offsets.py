@@ -7,25 +7,19 @@ tasks/squad_postprocess.py compute in Python. Invalid UTF-8 bytes count as one c
 per invalid sequence (U+FFFD, the replacement Python's `decode(errors="replace")` makes).
 """
 
-import re
-
 import tensorflow as tf
 
 # run_squad.py's whitespace (tasks/squad.py splits contexts on the same set).
 SQUAD_WHITESPACE = " \t\r\n\u202f"
 
 
-def python_whitespace():
-    """The characters Python's regular expression \\s matches in a str (what
-    tasks.ner.split_words splits on): ASCII whitespace, \\x1c-\\x1f, and Unicode spaces."""
-    return "".join(chr(c) for c in range(0x110000) if re.match(r"\s", chr(c)))
-
-
-def split_words(texts, whitespace):
+def split_words(texts, whitespace, single_ranges=()):
     """texts: tf.string [batch] -> (words tf.string, begin, end int64 byte offsets), each a
     RaggedTensor [batch, (words)]: the maximal runs of characters not in `whitespace` (a
-    str). Done on code points rather than with a regex op: tf-text's regex_split stops at
-    a NUL byte."""
+    str), where every character in `single_ranges` (inclusive (first, last) code point
+    ranges, sorted and disjoint) is a word of its own; bert_tf.words.word_spans in the
+    graph when given its separators and ranges. Done on code points rather than with a
+    regex op: tf-text's regex_split stops at a NUL byte."""
     chars, starts = tf.strings.unicode_decode_with_offsets(texts, "UTF-8", errors="replace")
     chars = chars.with_row_splits_dtype(tf.int64)
     starts = starts.with_row_splits_dtype(tf.int64)
@@ -34,13 +28,22 @@ def split_words(texts, whitespace):
     rows = row_ids(splits)                                                 # [C]
     space = tf.reduce_any(tf.equal(cps[:, None], tf.constant(
         [ord(c) for c in whitespace], tf.int32)[None, :]), axis=1)         # [C]
+    if single_ranges:
+        lows = tf.constant([lo for lo, _ in single_ranges], tf.int32)
+        highs = tf.constant([hi for _, hi in single_ranges], tf.int32)
+        k = tf.searchsorted(lows, cps, side="right") - 1                   # [C] range
+        alone = (k >= 0) & (cps <= tf.gather(highs, tf.maximum(k, 0)))
+    else:
+        alone = tf.zeros_like(space)
+    # A word ends after a separator or a single-character word, and before one.
+    cut = space | alone
     index = tf.range(n)
     first = tf.equal(index, tf.gather(splits, rows))
     last = tf.equal(index + 1, tf.gather(splits, rows + 1))
-    space_before = tf.concat([[True], space], 0)[:-1] | first
-    space_after = tf.concat([space, [True]], 0)[1:] | last
-    word_first = tf.where(~space & space_before)[:, 0]                     # [words]
-    word_last = tf.where(~space & space_after)[:, 0]
+    cut_before = tf.concat([[True], cut], 0)[:-1] | first | alone
+    cut_after = tf.concat([cut, [True]], 0)[1:] | last | alone
+    word_first = tf.where(~space & cut_before)[:, 0]                     # [words]
+    word_last = tf.where(~space & cut_after)[:, 0]
     # A word ends where its next character starts (or at the end of the text).
     line_bytes = tf.cast(tf.strings.length(texts), tf.int64)
     next_start = tf.concat([starts.flat_values, [0]], 0)[1:]

@@ -58,7 +58,10 @@ def prediction_log(model_name, signature_name, inputs):
         _field(_SPEC_SIGNATURE, signature_name.encode())
     request = _field(_REQUEST_MODEL_SPEC, spec)
     for name in sorted(inputs):
-        tensor = tf.make_tensor_proto(inputs[name]).SerializeToString()
+        value = np.asarray(inputs[name])
+        # Object arrays hold strings (an empty one says nothing of its type by itself).
+        tensor = tf.make_tensor_proto(
+            value, dtype=tf.string if value.dtype == object else None).SerializeToString()
         request += _field(_REQUEST_INPUTS, _field(1, name.encode()) + _field(2, tensor))
     return _field(_PREDICTION_LOG_PREDICT, _field(_PREDICT_LOG_REQUEST, request))
 

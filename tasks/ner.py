@@ -5,15 +5,25 @@
         --do_predict --predict_file=eng.testb [--feature_based]
 
 Files are CoNLL-2003's four columns (word POS chunk NER), two (word tag), or any other
-number with the word first and the tag last; a file of words alone can be predicted. Sentences are separated by blank lines;
-"-DOCSTART-" lines are kept in the output and ignored otherwise. Each word is tokenized
-alone (exact for google's tokenizer) and its label goes on its first word piece; the other
-pieces, [CLS], [SEP] and padding are left out of the loss and the prediction. A sentence
-longer than the sequence is cut into consecutive pieces at word boundaries.
+number with the word first and the tag last; a file of words alone can be predicted.
+Sentences are separated by blank lines; "-DOCSTART-" lines are kept in the output and
+ignored otherwise. Chinese sets (MSRA, People's Daily, Weibo NER) come one character per
+line in this layout, and are read the same way.
 
-Scores are conlleval's entity-level P/R/F1 (tasks/conlleval.py). --do_predict writes
-`predictions.txt`: every input line with the predicted tag appended (so the gold and
-the prediction are the last two columns, conlleval's input format).
+The model labels *units*: each file word cut as google's BasicTokenizer cuts text
+(bert_tf.words: every punctuation character and CJK ideograph alone), so that training
+files, raw texts (the NER signature, `split_words`) and the tokenizer agree on where words
+start, whatever the script. A word of several units ("U.S.", a segmented Chinese word
+"北京市") gives its tag to the first unit and continues it over the others (B-LOC ->
+B-LOC I-LOC ...; S-/E- as IOBES needs); predictions are read per unit and merged back into
+one tag per file word (`word_tag`, the inverse). Each unit is tokenized alone (exact for
+google's tokenizer) and its label goes on its first word piece; the other pieces, [CLS],
+[SEP] and padding are left out of the loss and the prediction. A sentence longer than the
+sequence is cut into consecutive pieces at unit boundaries.
+
+Scores are conlleval's entity-level P/R/F1 (tasks/conlleval.py) on the file's words.
+--do_predict writes `predictions.txt`: every input line with the predicted tag appended
+(so the gold and the prediction are the last two columns, conlleval's input format).
 
 --feature_based: the paper's feature-based setting: the encoder is frozen and run without
 dropout, the head reads the concatenation of the last four layers' outputs.
@@ -28,6 +38,7 @@ import keras
 import numpy as np
 
 from bert_tf import run_dir
+from bert_tf import words as text_words
 from bert_tf.cli import boolean
 from bert_tf.files import atomic_write
 from bert_tf.task_models import BertTokenClassifier, loss_scaled
@@ -44,11 +55,45 @@ IGNORE = -1      # label id of positions outside the loss: non-first pieces, spe
 @dataclasses.dataclass
 class Sentence:
     """words: list of str; tags: list of str or None (unlabelled file); lines: the
-    original text lines (for writing predictions back); line_numbers: 1-based."""
+    original text lines (for writing predictions back); line_numbers: 1-based.
+
+    Derived: units (list of str, every word cut by bert_tf.words), unit_word (the word
+    index of each unit) and unit_tags (each word's tag continued over its units; None for
+    an unlabelled file)."""
     words: list
     tags: list
-    lines: list
-    line_numbers: list
+    lines: list = None
+    line_numbers: list = None
+
+    def __post_init__(self):
+        self.units, self.unit_word = [], []
+        self.unit_tags = [] if self.tags is not None else None
+        for w, word in enumerate(self.words):
+            cut = text_words.words(word) or [word]
+            self.units.extend(cut)
+            self.unit_word.extend([w] * len(cut))
+            if self.tags is not None:
+                self.unit_tags.extend(continue_tag(self.tags[w], len(cut)))
+
+
+def continue_tag(tag, n):
+    """A word's tag -> the tags of its n units: B-X -> B-X I-X ..., I-X -> I-X ...,
+    E-X -> I-X ... E-X, S-X -> B-X I-X ... E-X, O -> O ...; a one-unit word keeps its tag."""
+    if n == 1 or tag == "O":
+        return [tag] * n
+    prefix, kind = tag[0], tag[2:]
+    first = "B-" + kind if prefix in "BS" else "I-" + kind
+    last = "E-" + kind if prefix in "ES" else "I-" + kind
+    return [first] + ["I-" + kind] * (n - 2) + [last]
+
+
+def word_tag(unit_tags):
+    """The tags of one word's units -> the word's tag (the inverse of `continue_tag`):
+    the first unit's tag, made S-X / E-X when the units end in E-X."""
+    first, last = unit_tags[0], unit_tags[-1]
+    if len(unit_tags) > 1 and first != "O" and last == "E-" + first[2:]:
+        return ("S-" if first[0] in "BS" else "E-") + first[2:]
+    return first
 
 
 @dataclasses.dataclass
@@ -86,7 +131,7 @@ def read_conll(path):
         nonlocal current
         if current is not None:
             layout.append(len(sentences))
-            sentences.append(current)
+            sentences.append(Sentence(*current))      # (cuts the words into units)
             current = None
 
     for number, line in enumerate(lines, 1):
@@ -112,12 +157,13 @@ def read_conll(path):
                 raise ValueError(f"{path}:{number}: malformed tag {tag!r} (expected O or "
                                  f"B-/I-/E-/S- followed by a type)")
         if current is None:
-            current = Sentence([], [] if columns > 1 else None, [], [])
-        current.words.append(fields[0])
+            current = ([], [] if columns > 1 else None, [], [])   # Sentence's fields
+        words, tags, sentence_lines, line_numbers = current
+        words.append(fields[0])
         if tag is not None:
-            current.tags.append(tag)
-        current.lines.append(line)
-        current.line_numbers.append(number)
+            tags.append(tag)
+        sentence_lines.append(line)
+        line_numbers.append(number)
     close()
     if not sentences:
         raise ValueError(f"{path}: no sentences")
@@ -125,8 +171,8 @@ def read_conll(path):
 
 
 def label_list(conll):
-    """Labels of a training file: "O" first, then the others sorted."""
-    labels = {t for s in conll.sentences for t in s.tags}
+    """Labels of a training file's units: "O" first, then the others sorted."""
+    labels = {t for s in conll.sentences for t in s.unit_tags}
     return ["O"] + sorted(labels - {"O"})
 
 
@@ -137,16 +183,16 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
     """Sentences -> dict of numpy arrays, one row per (part of a) sentence:
 
       token_ids, segment_ids, padding_mask  int32 [N, S]   [CLS] pieces [SEP]
-      label_ids                             int32 [N, S]   word label on its first piece,
+      label_ids                             int32 [N, S]   unit label on its first piece,
                                                            IGNORE elsewhere
-      word_index                            int32 [N, S]   index of the word in its
+      word_index                            int32 [N, S]   index of the unit in its
                                                            sentence on first pieces, else -1
       sentence_index                        int32 [N]
 
-    word_pieces: one list of piece ids per word of every sentence, in order. Words the
-    tokenizer deletes entirely (control characters only) become one [UNK], so that every
-    word has a first piece. Labels not in `labels` get IGNORE (counted as
-    "unknown_label"). Returns (features, report).
+    word_pieces: one list of piece ids per unit of every sentence, in order (see
+    `tokenize_sentences`). Units the tokenizer deletes entirely (control characters only)
+    become one [UNK], so that every unit has a first piece. Labels not in `labels` get
+    IGNORE (counted as "unknown_label"). Returns (features, report).
     """
     label_ids = {label: i for i, label in enumerate(labels)}
     report = collections.Counter()
@@ -155,7 +201,7 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
     w_iter = iter(word_pieces)
     for s, sentence in enumerate(sentences):
         pieces = []
-        for word in sentence.words:
+        for _ in sentence.units:
             ids = list(next(w_iter))
             if not ids:
                 report["word_without_pieces"] += 1
@@ -184,8 +230,8 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
             for w in part:
                 token_ids[position:position + len(pieces[w])] = pieces[w]
                 words_row[position] = w
-                if sentence.tags is not None:
-                    tag = sentence.tags[w]
+                if sentence.unit_tags is not None:
+                    tag = sentence.unit_tags[w]
                     if tag in label_ids:
                         labels_row[position] = label_ids[tag]
                     else:
@@ -206,11 +252,11 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
 
 
 def tokenize_sentences(tokenizer, sentences):
-    """Every word of every sentence tokenized alone -> list of piece-id lists."""
-    words = [w for s in sentences for w in s.words]
+    """Every unit of every sentence tokenized alone -> list of piece-id lists."""
+    units = [u for s in sentences for u in s.units]
     out = []
-    for i in range(0, len(words), 8192):
-        out.extend(tokenizer.encode(words[i:i + 8192]))
+    for i in range(0, len(units), 8192):
+        out.extend(tokenizer.encode(units[i:i + 8192]))
     return out
 
 
@@ -257,13 +303,20 @@ def make_dataset(features, batch_size, training=False, seed=0, with_labels=True,
 # ----------------------------------------------------------------------------- prediction
 
 def word_tags(logits, features, sentences, labels):
-    """Per-piece logits [N, S, K] -> one tag list per sentence, read on each word's first
-    piece."""
+    """Per-piece logits [N, S, K] -> one tag list per sentence, one tag per word: read on
+    each unit's first piece, merged per word (`word_tag`)."""
     best = np.argmax(logits, axis=-1)                                       # [N, S]
-    tags = [[None] * len(s.words) for s in sentences]
+    unit_tags = [[None] * len(s.units) for s in sentences]
     rows, cols = np.nonzero(features["word_index"] >= 0)
     for r, c in zip(rows, cols):
-        tags[features["sentence_index"][r]][features["word_index"][r, c]] = labels[best[r, c]]
+        unit_tags[features["sentence_index"][r]][features["word_index"][r, c]] = \
+            labels[best[r, c]]
+    tags = []
+    for sentence, predicted in zip(sentences, unit_tags):
+        per_word = [[] for _ in sentence.words]
+        for w, tag in zip(sentence.unit_word, predicted):
+            per_word[w].append(tag)
+        tags.append([word_tag(t) for t in per_word])
     return tags
 
 
@@ -283,8 +336,9 @@ def entities(tags, word_spans, text):
 
 
 def split_words(text):
-    """Whitespace words of a raw text -> list of (start, end) character offsets."""
-    return [m.span() for m in re.finditer(r"\S+", text)]
+    """The words of a raw text (bert_tf.words: whitespace, punctuation and CJK ideographs
+    alone; what the NER signature cuts) -> list of (start, end) character offsets."""
+    return text_words.word_spans(text)
 
 
 def write_predictions(path, conll, predicted):

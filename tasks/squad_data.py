@@ -6,6 +6,12 @@ whitespace-token maps: a context is split on whitespace as run_squad does (each 
 tokenized alone, which is exact for google's tokenizer), and every word piece records the
 characters it came from. Training answers are re-aligned to the pieces that overlap the
 annotated characters; predicted spans map back to the exact original characters.
+
+Unspaced scripts need nothing more: a Chinese paragraph (CMRC 2018, DRCD) is one
+whitespace word, but the tokenizer puts every CJK ideograph and punctuation mark in a word
+of its own before WordPiece and before its word-length limit, so each ideograph is a piece
+with its own characters, and an answer inside a run of ideographs is cut exactly (where
+run_squad's word maps can only return whole paragraphs).
 """
 
 import collections

@@ -11,6 +11,11 @@ Where the two scripts differ, each version follows its own script:
 * v2.0 ignores gold answers that normalise to nothing; a question left without any is
   scored against [""]. HasAns/NoAns still follow the raw list (answers present or not).
 
+F1 counts words: on Chinese text, with no spaces between words, the scripts' whitespace
+split would make a whole answer one word, so each CJK ideograph (google's ranges) is a
+token of its own there, as CMRC 2018's evaluation counts it. Text without CJK ideographs
+scores exactly as the official scripts score it.
+
 A question without a prediction scores 0 in both (v1.1's rule; v2.0's script would fail on
 it in the breakdown) and is counted in `missing`. Scores are percentages, as the scripts
 print them.
@@ -20,8 +25,11 @@ import collections
 import re
 import string
 
+from bert_tf.tokenization import CJK_RANGES
+
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
+_CJK = re.compile("([%s])" % "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in CJK_RANGES))
 
 
 def normalize_answer(text):
@@ -37,10 +45,15 @@ def exact_match(gold, prediction):
     return int(normalize_answer(gold) == normalize_answer(prediction))
 
 
+def answer_tokens(text):
+    """The normalised answer's tokens: whitespace words, each CJK ideograph alone."""
+    return _CJK.sub(r" \1 ", normalize_answer(text)).split()
+
+
 def f1_score(gold, prediction, version="2.0"):
     """Token-overlap F1 of the normalised texts (bag of words, counts clipped)."""
-    gold_tokens = normalize_answer(gold).split()
-    pred_tokens = normalize_answer(prediction).split()
+    gold_tokens = answer_tokens(gold)
+    pred_tokens = answer_tokens(prediction)
     if version == "2.0" and (not gold_tokens or not pred_tokens):
         # v2.0: an empty answer is right only when the gold is empty too.
         return float(gold_tokens == pred_tokens)

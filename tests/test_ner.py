@@ -265,12 +265,16 @@ def test_feature_based_model_trains_only_the_head(tmp_path, minilm_dir):
 # ----------------------------------------------------------------------------- output
 
 def test_entities_map_to_exact_characters():
-    text = "Visit New  York with Anna-Lena"
+    text = "Visit New  York with Anna-Lena, 住在北京。"
     spans = ner.split_words(text)
-    tags = ["O", "B-LOC", "I-LOC", "O", "B-PER"]
+    assert [text[s:e] for s, e in spans] == ["Visit", "New", "York", "with", "Anna", "-",
+                                             "Lena", ",", "住", "在", "北", "京", "。"]
+    tags = ["O", "B-LOC", "I-LOC", "O", "B-PER", "I-PER", "I-PER", "O", "O", "O", "B-LOC",
+            "I-LOC", "O"]
     assert ner.entities(tags, spans, text) == [
         {"label": "LOC", "text": "New  York", "start_char": 6, "end_char": 15},
-        {"label": "PER", "text": "Anna-Lena", "start_char": 21, "end_char": 30}]
+        {"label": "PER", "text": "Anna-Lena", "start_char": 21, "end_char": 30},
+        {"label": "LOC", "text": "北京", "start_char": 34, "end_char": 36}]
 
 
 def test_cli_trains_predicts_and_writes_conll(tmp_path, minilm_dir):
@@ -382,3 +386,113 @@ def test_feature_based_minilm_tags_unseen_entities(tmp_path, minilm_dir):
     keras.backend.clear_session()
     print("feature-based", metrics["eval_f1"])
     assert metrics["eval_f1"] >= 65.0
+
+
+# ----------------------------------------------------------------------------- unspaced text
+
+def test_chinese_segmented_and_per_character_files_agree(tmp_path, tokenizer):
+    """The same sentences one character per line (MSRA) and one segmented word per line
+    (People's Daily): the same units, unit tags and features; tags read back per unit
+    merge into each file's own words."""
+    from tests.chinese_data import ZH_TRAIN_ENTITIES, write_zh_conll, zh_sentences
+    sentences = zh_sentences(30, ZH_TRAIN_ENTITIES, seed=3)
+    chars = ner.read_conll(write_zh_conll(tmp_path / "c.txt", sentences))
+    words = ner.read_conll(write_zh_conll(tmp_path / "w.txt", sentences, segmented=True))
+    assert [s.units for s in chars.sentences] == [s.units for s in words.sentences]
+    assert [s.unit_tags for s in chars.sentences] == [s.unit_tags for s in words.sentences]
+    assert sum(len(s.words) for s in words.sentences) < \
+        sum(len(s.words) for s in chars.sentences)               # words of several units
+    assert any(len(w) > 1 and "\u4e00" <= w[0] <= "\u9fff"
+               for s in words.sentences for w in s.words)
+    labels = ner.label_list(chars)
+    assert labels == ner.label_list(words) == ["O", "B-LOC", "B-ORG", "B-PER", "I-LOC",
+                                               "I-ORG", "I-PER"]
+    features = [ner.featurize(None, tokenizer, labels, 64, conll)[1]
+                for conll in (chars, words)]
+    for key in ("token_ids", "label_ids", "word_index"):
+        np.testing.assert_array_equal(features[0][key], features[1][key])
+    # Logits that put each unit's gold label on its first piece: every file reads back
+    # its own gold tags, per character and per segmented word.
+    logits = np.zeros(features[0]["token_ids"].shape + (len(labels),))
+    rows, cols = np.nonzero(features[0]["label_ids"] >= 0)
+    logits[rows, cols, features[0]["label_ids"][rows, cols]] = 1.0
+    for conll, f in zip((chars, words), features):
+        assert ner.word_tags(logits, f, conll.sentences, labels) == \
+            [s.tags for s in conll.sentences]
+    # Entities of the raw sentence from its per-character tags: exact substrings.
+    text, spans = sentences[0]
+    found = ner.entities(chars.sentences[0].unit_tags, ner.split_words(text), text)
+    assert [(e["start_char"], e["end_char"], e["label"]) for e in found] == spans
+    assert all(text[e["start_char"]:e["end_char"]] == e["text"] for e in found)
+
+
+def test_chinese_cli_predictions_equal_the_raw_text_signature(tmp_path, minilm_dir):
+    """tasks.ner trained and predicting on a Chinese CoNLL file (one character per line);
+    the exported signature, given the raw sentences, finds the entities that the CLI's
+    predictions.txt tags give on the same text."""
+    import tensorflow as tf
+    from export.saved_model import build_module
+    from tests.chinese_data import (ZH_HELD_OUT_ENTITIES, ZH_TRAIN_ENTITIES, unit_tags,
+                                    write_zh_conll, zh_sentences)
+    from tests.test_squad import tiny_config
+    config = tiny_config(tmp_path, minilm_dir)
+    train = write_zh_conll(tmp_path / "train.txt", zh_sentences(40, ZH_TRAIN_ENTITIES, 1))
+    held_out = zh_sentences(12, ZH_HELD_OUT_ENTITIES, 2)
+    test = write_zh_conll(tmp_path / "test.txt", held_out)
+    out = str(tmp_path / "out")
+    ner.main(["--output_dir", out, "--bert_config_file", config,
+              "--vocab_file", os.path.join(minilm_dir, "vocab.txt"), "--do_train",
+              "--train_file", train, "--do_predict", "--predict_file", test,
+              "--max_seq_length", "16", "--train_batch_size", "8", "--num_train_epochs", "1"])
+    predicted = ner.read_conll(os.path.join(out, "predictions.txt"))
+    texts = [text for text, _ in held_out]
+    want = []
+    for text, sentence in zip(texts, predicted.sentences):
+        assert sentence.words == [w for w, _ in unit_tags(text, [])]
+        tags = [line.split()[-1] for line in sentence.lines]
+        want.append(ner.entities(tags, ner.split_words(text), text))
+    serve = build_module("ner", out, None, True).signatures()["serving_default"]
+    got = serve(text=tf.constant(texts))
+    rows = [[{"label": got["label"][i, j].numpy().decode(),
+              "text": got["text"][i, j].numpy().decode(),
+              "start_char": int(got["start_char"][i, j]), "end_char": int(got["end_char"][i, j])}
+             for j in range(int(got["num_entities"][i]))] for i in range(len(texts))]
+    assert rows == want
+    assert sum(len(w) for w in want) > 5
+    # Some texts are cut in parts (more units than the 14 pieces a part holds).
+    assert any(len(s.units) > 14 for s in predicted.sentences)
+
+
+@pytest.mark.slow
+def test_minilm_tags_chinese_entities_and_random_init_does_not(tmp_path, minilm_dir,
+                                                               tokenizer):
+    """Chinese NER: 320 training sentences one character per line (MSRA's layout), held
+    out 80 sentences of unseen names, places and organisations written one segmented word
+    per line (People's Daily's layout), scored on those words. Mixed Chinese-English text,
+    full-width punctuation. One epoch of 20 steps, as the English test. MiniLM is an
+    English model (its vocabulary holds 244 CJK ideographs): its lead here is smaller than
+    in English, and random init catches up with more steps (see tasks/README.md)."""
+    from tests.chinese_data import (ZH_HELD_OUT_ENTITIES, ZH_TRAIN_ENTITIES, write_zh_conll,
+                                    zh_sentences)
+    from tests.test_squad import fine_tune_minilm_and_random
+    train_conll = ner.read_conll(write_zh_conll(
+        tmp_path / "train.txt", zh_sentences(320, ZH_TRAIN_ENTITIES, 1)))
+    labels = ner.label_list(train_conll)
+    _, train, _ = ner.featurize(None, tokenizer, labels, 48, train_conll)
+    assert (train["padding_mask"].sum(1) < 48).all()           # nothing is cut
+    dev, dev_features, _ = ner.featurize(write_zh_conll(
+        tmp_path / "dev.txt", zh_sentences(80, ZH_HELD_OUT_ENTITIES, 2), segmented=True),
+        tokenizer, labels, 48)
+
+    def score(model):
+        tags = ner.predict_tags(model, dev, dev_features, labels, 80)
+        return conlleval.evaluate([s.tags for s in dev.sentences], tags)
+
+    pretrained, random_init = fine_tune_minilm_and_random(
+        minilm_dir, lambda encoder: BertTokenClassifier(encoder, len(labels)),
+        ner.compile_ner_model, ner.make_dataset(train, 16, training=True, seed=1).repeat(),
+        len(train["token_ids"]), score, learning_rate=2e-4, batch_size=16)
+    print("minilm", pretrained["f1"], "random", random_init["f1"])
+    assert pretrained["f1"] >= 40.0
+    assert random_init["f1"] <= 35.0
+    assert pretrained["f1"] - random_init["f1"] >= 15.0

@@ -123,6 +123,12 @@ def test_exact_and_f1_hand_computed():
     assert squad_metrics.f1_score("the", "a", "2.0") == 1.0
     assert squad_metrics.f1_score("the", "a", "1.1") == 0.0
     assert squad_metrics.f1_score("", "red", "2.0") == 0.0
+    # Chinese: each ideograph is a token (CMRC 2018's rule). gold {北, 京, 大, 学}, pred
+    # {北, 京}: P = 1, R = 1/2, F1 = 2/3; mixed text keeps English words whole.
+    assert squad_metrics.answer_tokens("北京大学iPhone 15") == ["北", "京", "大", "学",
+                                                             "iphone", "15"]
+    assert squad_metrics.f1_score("北京大学", "北京") == pytest.approx(2 / 3)
+    assert squad_metrics.exact_match("北京大学", "北京大学") == 1
 
 
 def _dataset(qas):
@@ -372,6 +378,43 @@ def test_answers_map_back_to_the_exact_original_characters(tmp_path, tokenizer):
         assert again[0] == piece.removeprefix("##"), (piece, again)
 
 
+UNSPACED_SENTENCE = "李明在北京大学工作，他住在上海（Shanghai）。《東京新聞》：iPhone15很贵！"
+UNSPACED_CONTEXT = UNSPACED_SENTENCE * 8
+UNSPACED_ANSWERS = ["北京", "北京大学", "上海", "Shanghai", "東京新聞", "iPhone", "贵！"]
+
+
+def test_answers_in_unspaced_chinese_text_are_exact_substrings(tmp_path, tokenizer):
+    """A Chinese context without spaces (360 characters, one whitespace "word" to
+    run_squad): every annotated answer, inside runs of ideographs, between full-width
+    punctuation or glued to Latin letters, decodes to exactly the annotated characters."""
+    qas = [{"id": f"z{i}", "question": "哪一个？",
+            "answers": [{"text": text, "answer_start": UNSPACED_CONTEXT.index(text) + len(UNSPACED_SENTENCE) * i}]}
+           for i, text in enumerate(UNSPACED_ANSWERS)]
+    path = write_json(tmp_path / "zh.json", {"data": [{"paragraphs": [
+        {"context": UNSPACED_CONTEXT, "qas": qas}]}]})
+    examples, contexts, _, features, report = squad.featurize(
+        path, tokenizer, _args(max_seq_length=48, doc_stride=16), is_training=True)
+    assert report["questions"] == len(UNSPACED_ANSWERS) and report["split_into_windows"]
+    assert "answer_not_aligned" not in report
+    n, s = features["token_ids"].shape
+    start = np.full((n, s), -10.0)
+    end = np.full((n, s), -10.0)
+    answered = features["start_positions"] > 0
+    start[np.flatnonzero(answered), features["start_positions"][answered]] = 10.0
+    end[np.flatnonzero(answered), features["end_positions"][answered]] = 10.0
+    results = squad.postprocess(examples, contexts, features, start, end)
+    for q in qas:
+        r, gold = results[q["id"]], q["answers"][0]
+        assert r["text"] == gold["text"]
+        assert (r["start_char"], r["end_char"]) == (
+            gold["answer_start"], gold["answer_start"] + len(gold["text"]))
+    # Characters missing from the vocabulary are one [UNK] each, never a long [UNK] word.
+    in_context = features["offsets"][..., 0] >= 0
+    unk = in_context & (features["token_ids"] == tokenizer.unk_id)
+    spans = features["offsets"][unk]
+    assert len(spans) and (spans[:, 1] - spans[:, 0] == 1).all()
+
+
 def test_windows_labels_and_max_context(tmp_path, tokenizer):
     rng = random.Random(3)
     words = [rng.choice(["alpha", "beta", "gamma", "delta", "river", "stone"]) for _ in range(70)]
@@ -549,10 +592,44 @@ def test_cli_v2_predictions_null_odds_and_tuned_threshold(tmp_path, minilm_dir):
         pytest.approx(metrics["best_f1"])
 
 
+def test_chinese_cli_predictions_equal_the_raw_text_signature(tmp_path, minilm_dir):
+    """tasks.squad on Chinese files in CMRC 2018's layout (unspaced contexts, cut into
+    several windows); the exported signature, given the raw questions and contexts,
+    answers exactly what the CLI's predictions.json holds, each a substring of its
+    context."""
+    import tensorflow as tf
+    from export.saved_model import build_module
+    from tests.chinese_data import ZH_QA_HELD_OUT, ZH_QA_TRAIN, write_zh_squad
+    config = tiny_config(tmp_path, minilm_dir)
+    train = write_zh_squad(tmp_path / "train.json", 24, ZH_QA_TRAIN, 1)
+    dev = write_zh_squad(tmp_path / "dev.json", 12, ZH_QA_HELD_OUT, 2)
+    out = str(tmp_path / "out")
+    shape = ["--max_seq_length", "32", "--max_query_length", "12", "--doc_stride", "6"]
+    squad.main(["--output_dir", out, "--bert_config_file", config, "--vocab_file",
+                os.path.join(minilm_dir, "vocab.txt"), "--do_train", "--do_predict",
+                "--train_file", train, "--predict_file", dev, "--train_batch_size", "8",
+                "--num_train_epochs", "1"] + shape)
+    with open(os.path.join(out, "predictions.json"), encoding="utf-8") as f:
+        predictions = json.load(f)
+    with open(dev, encoding="utf-8") as f:
+        paragraphs = json.load(f)["data"][0]["paragraphs"]
+    questions = [p["qas"][0]["question"] for p in paragraphs]
+    contexts = [p["context"] for p in paragraphs]
+    assert max(len(c) for c in contexts) > 20                # several windows each
+    serve = build_module("squad", out, None, True).signatures()["serving_default"]
+    got = serve(question=tf.constant(questions), context=tf.constant(contexts))
+    answers = [a.decode() for a in got["answer"].numpy()]
+    assert answers == [predictions[p["qas"][0]["id"]] for p in paragraphs]
+    for context, answer, start, end in zip(contexts, answers, got["start_char"].numpy(),
+                                           got["end_char"].numpy()):
+        assert answer and context[start:end] == answer
+    assert any(any("\u4e00" <= c <= "\u9fff" for c in a) for a in answers)
+
+
 # ----------------------------------------------------------------------------- learning
 
 def fine_tune_minilm_and_random(minilm_dir, build_model, compile_model, train_ds, num_examples,
-                                score, learning_rate, batch_size=8, seed=1):
+                                score, learning_rate, batch_size=8, seed=1, epochs=1):
     """Fine-tunes one task model twice with the same data, steps, optimizer and seed: from
     the real MiniLM weights and from random initialisation. Returns (minilm, random)
     scores.
@@ -576,7 +653,7 @@ def fine_tune_minilm_and_random(minilm_dir, build_model, compile_model, train_ds
     random_weights = build_model(BertEncoder.from_config_object(config)).get_weights()
     model = build_model(load_encoder(str(minilm_dir)))
     minilm_weights = model.get_weights()
-    args = argparse.Namespace(train_batch_size=batch_size, num_train_epochs=1.0,
+    args = argparse.Namespace(train_batch_size=batch_size, num_train_epochs=float(epochs),
                               warmup_proportion=0.1, learning_rate=learning_rate,
                               weight_decay=0.01)
     optimizer, num_steps = driver.create_optimizer(args, num_examples,
@@ -621,3 +698,37 @@ def test_minilm_learns_held_out_colours_and_random_init_does_not(tmp_path, minil
     assert pretrained["f1"] >= 75.0
     assert random_init["f1"] <= 55.0
     assert pretrained["f1"] - random_init["f1"] >= 30.0
+
+
+@pytest.mark.slow
+def test_minilm_answers_in_unspaced_chinese_and_random_init_does_not(tmp_path, minilm_dir,
+                                                                     tokenizer):
+    """The colour test in Chinese (CMRC 2018's layout: SQuAD JSON, unspaced contexts,
+    full-width punctuation): "what colour is the X?" over a context listing a colour (an
+    English word between Chinese characters and full-width marks), a buyer and a place
+    in random order. Held out: unseen colours, names, places and things. Every answer
+    must be an exact substring of its context. Measured: see tasks/README.md."""
+    from tests.chinese_data import ZH_QA_HELD_OUT, ZH_QA_TRAIN, write_zh_squad
+    args = _args(max_seq_length=64, max_query_length=16, doc_stride=128)   # one window each
+    train = squad.featurize(write_zh_squad(tmp_path / "train.json", 160, ZH_QA_TRAIN, 1),
+                            tokenizer, args, is_training=True)
+    examples, contexts, dataset, features, _ = squad.featurize(
+        write_zh_squad(tmp_path / "dev.json", 60, ZH_QA_HELD_OUT, 2), tokenizer, args,
+        is_training=False)
+
+    def score(model):
+        start, end = squad.predict_logits(model, features, 60)
+        results = squad.postprocess(examples, contexts, features, start, end)
+        for e in examples:                       # every answer is a substring, exactly
+            r = results[e.qas_id]
+            assert contexts[e.context_index][r["start_char"]:r["end_char"]] == r["text"]
+        return squad.evaluate_results(dataset, results, False, 0.0)
+
+    pretrained, random_init = fine_tune_minilm_and_random(
+        minilm_dir, BertSpanLabeler, squad.compile_squad_model,
+        squad.make_dataset(train[3], 16, training=True, seed=1).repeat(),
+        len(train[3]["token_ids"]), score, learning_rate=2e-4, batch_size=16)
+    print("minilm", pretrained, "random", random_init)
+    assert pretrained["exact_match"] >= 70.0
+    assert random_init["exact_match"] <= 40.0
+    assert pretrained["exact_match"] - random_init["exact_match"] >= 40.0

@@ -1,0 +1,98 @@
+"""The words of raw text, with their character spans, as google's BasicTokenizer cuts them.
+
+NER labels words, so a raw text must be cut into the same kind of words as the training
+files, and an entity's characters must point into the original text. Whitespace alone
+does not do that for Chinese and Japanese (no spaces between words: a whole sentence would
+be one word with one tag) nor for punctuation glued to a word ("Paris," would put the
+comma inside the entity). BasicTokenizer, the first half of google's tokenizer, starts a
+new word at each whitespace run and puts every punctuation character and every CJK
+ideograph in a word of its own; WordPiece then works inside those words. The same cut is
+used here, computed on the original characters so that spans are exact:
+
+* separators: the characters Python's `str.split()` and regular-expression `\\s` split on
+  (CoNLL files are read with `str.split()`, so a file's words are never cut across);
+* single-character words: google's punctuation (every non-alphanumeric printable ASCII
+  character and Unicode category P*) and google's CJK ideograph ranges;
+* everything else (letters, digits, kana, Hangul, emoji, control characters) runs on
+  until one of the above.
+
+Cutting is idempotent: the words of a word are the word itself. tasks/ner.py cuts file
+words and raw texts with `word_spans`; export/text_offsets.py does the same in the graph
+from `SEPARATORS` and `single_character_ranges()`.
+
+    word_spans("我在北京工作, Paris.")
+    # [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (8, 13), (13, 14)]
+"""
+
+import bisect
+import functools
+import re
+import unicodedata
+
+from bert_tf.tokenization import CJK_RANGES, _ASCII_PUNCT_RANGES
+
+_MAX_CODE_POINT = 0x10FFFF
+
+
+@functools.lru_cache(maxsize=1)
+def separators():
+    """The characters that separate words (Python's `\\s` on str): ASCII whitespace,
+    \\x1c-\\x1f, and Unicode's spaces and line/paragraph separators."""
+    return "".join(chr(c) for c in range(_MAX_CODE_POINT + 1) if re.match(r"\s", chr(c)))
+
+
+@functools.lru_cache(maxsize=1)
+def single_character_ranges():
+    """Sorted, disjoint, inclusive (first, last) code point ranges of the characters that
+    are always a word alone: google's punctuation and CJK ideographs."""
+    alone = [False] * (_MAX_CODE_POINT + 1)
+    for cp in range(_MAX_CODE_POINT + 1):
+        if unicodedata.category(chr(cp)).startswith("P"):
+            alone[cp] = True
+    for lo, hi in tuple(_ASCII_PUNCT_RANGES) + tuple(CJK_RANGES):
+        for cp in range(lo, hi + 1):
+            alone[cp] = True
+    ranges, start = [], None
+    for cp, flag in enumerate(alone + [False]):
+        if flag and start is None:
+            start = cp
+        elif not flag and start is not None:
+            ranges.append((start, cp - 1))
+            start = None
+    return tuple(ranges)
+
+
+@functools.lru_cache(maxsize=1)
+def _lookup():
+    ranges = single_character_ranges()
+    return [lo for lo, _ in ranges], [hi for _, hi in ranges], frozenset(separators())
+
+
+def word_spans(text):
+    """text (str) -> list of (start, end) character offsets of its words, end exclusive,
+    in order (see the module docstring for where words are cut)."""
+    firsts, lasts, space = _lookup()
+    spans, start = [], None
+    for i, ch in enumerate(text):
+        if ch in space:
+            if start is not None:
+                spans.append((start, i))
+                start = None
+            continue
+        cp = ord(ch)
+        k = bisect.bisect_right(firsts, cp) - 1
+        if k >= 0 and cp <= lasts[k]:
+            if start is not None:
+                spans.append((start, i))
+            spans.append((i, i + 1))
+            start = None
+        elif start is None:
+            start = i
+    if start is not None:
+        spans.append((start, len(text)))
+    return spans
+
+
+def words(text):
+    """text (str) -> list of its words (str), cut as `word_spans` cuts them."""
+    return [text[start:end] for start, end in word_spans(text)]
