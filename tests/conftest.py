@@ -1,7 +1,5 @@
 """Session fixtures shared by the test files: the embedded corpus and the MiniLM weights."""
 
-import os
-
 import pytest
 
 import bert_tf  # noqa: E402,F401  (the CPU kernel and log settings users get, before TensorFlow)

@@ -50,6 +50,45 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
                 "warmup_steps": self.warmup_steps}
 
 
+@keras.saving.register_keras_serializable(package="bert_tf")
+class AdamW(keras.optimizers.AdamW):
+    """keras.optimizers.AdamW, with its Adam step done by TensorFlow's fused kernel.
+
+    Keras writes the step as about ten element-wise ops, each reading and writing a
+    whole variable. That costs little for most variables, but the word-embedding table
+    (vocab x hidden, 11.7M values in MiniLM, 23M in BERT-base) is updated densely, as
+    google's and HF's AdamW update it (every row's moments decay every step, seen or
+    not): on short fine-tuning batches its update was about a third of the step (see
+    docs/benchmarks.md, "Fine-tuning (real short text)"). `ResourceApplyAdam` does the
+    same arithmetic (m += (g - m)(1 - beta_1); v += (g^2 - v)(1 - beta_2);
+    var -= lr sqrt(1 - beta_2^t) / (1 - beta_1^t) m / (sqrt(v) + epsilon)) in one
+    multi-threaded pass over the variable and its two moments. The decoupled weight decay
+    stays Keras' own. Other backends, amsgrad and non-float variables run Keras' code.
+
+    The embedding's gradient (IndexedSlices) is summed into a dense gradient first, so a
+    word that occurs twice in a batch adds (g1 + g2)^2 to v, as in torch's and google's
+    AdamW; Keras' own step squares IndexedSlices slice by slice (g1^2 + g2^2).
+    """
+
+    def update_step(self, gradient, variable, learning_rate):
+        if keras.backend.backend() != "tensorflow" or self.amsgrad or \
+                variable.dtype not in ("float32", "float64"):
+            return super().update_step(gradient, variable, learning_rate)
+        import tensorflow as tf
+        dtype = variable.dtype
+        index = self._get_variable_index(variable)
+        m, v = self._momentums[index], self._velocities[index]
+        step = tf.cast(self.iterations + 1, dtype)
+        beta_1 = tf.cast(self.beta_1, dtype)
+        beta_2 = tf.cast(self.beta_2, dtype)
+        # The embedding's gradient arrives as IndexedSlices: the kernel takes it dense.
+        gradient = tf.convert_to_tensor(tf.cast(gradient, dtype))
+        return tf.raw_ops.ResourceApplyAdam(
+            var=variable.handle, m=m.handle, v=v.handle, beta1_power=tf.pow(beta_1, step),
+            beta2_power=tf.pow(beta_2, step), lr=tf.cast(learning_rate, dtype),
+            beta1=beta_1, beta2=beta_2, epsilon=tf.cast(self.epsilon, dtype), grad=gradient)
+
+
 def decayed_variables(variables):
     """The variables that get weight decay (all but LayerNorm and bias)."""
     return [v for v in variables if not NO_DECAY_PATTERN.search(v.path)]
@@ -64,8 +103,8 @@ def create_optimizer(name, learning_rate, num_train_steps, num_warmup_steps, var
     """
     schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
     if name == "adamw":
-        optimizer = keras.optimizers.AdamW(schedule, weight_decay=weight_decay,
-                                           beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)
+        optimizer = AdamW(schedule, weight_decay=weight_decay, beta_1=beta_1, beta_2=beta_2,
+                          epsilon=epsilon)
     elif name == "lamb":
         # Keras' LAMB applies decoupled weight decay (scaled by the rate) next to the
         # trust-ratio update.
