@@ -27,9 +27,8 @@ from `SEPARATORS` and `single_character_ranges()`.
 import bisect
 import functools
 import re
-import unicodedata
 
-from bert_tf.tokenization import CJK_RANGES, _ASCII_PUNCT_RANGES
+from bert_tf.tokenization import CJK_RANGES, _ASCII_PUNCT_RANGES, _categories
 
 _MAX_CODE_POINT = 0x10FFFF
 
@@ -45,10 +44,8 @@ def separators():
 def single_character_ranges():
     """Sorted, disjoint, inclusive (first, last) code point ranges of the characters that
     are always a word alone: google's punctuation and CJK ideographs."""
-    alone = [False] * (_MAX_CODE_POINT + 1)
-    for cp in range(_MAX_CODE_POINT + 1):
-        if unicodedata.category(chr(cp)).startswith("P"):
-            alone[cp] = True
+    # The tokenizer's cached table of every code point's category (google's rule is on it).
+    alone = [category.startswith("P") for category in _categories()]
     for lo, hi in tuple(_ASCII_PUNCT_RANGES) + tuple(CJK_RANGES):
         for cp in range(lo, hi + 1):
             alone[cp] = True
