@@ -237,7 +237,7 @@ def main(argv=None):
                         help="keep only this many most frequent characters (default 1000)")
     parser.add_argument("--min_frequency", type=int, default=2,
                         help="stop when the most frequent pair occurs fewer times (default 2)")
-    return run_main(run, parser.parse_args(argv))
+    return run_main(run, parser.parse_args(argv), keras=False)
 
 
 if __name__ == "__main__":

@@ -373,14 +373,17 @@ def detect_format(path):
 
 def _google_prefix(path):
     """The TF1 checkpoint prefix `path` names (a prefix, an .index/.data file, or a
-    directory holding bert_model.ckpt or a `checkpoint` state file), or None."""
-    import tensorflow as tf
+    directory holding bert_model.ckpt or a `checkpoint` state file), or None.
+    TensorFlow is imported only for a `checkpoint` state file, so HF and Keras checkpoints
+    load on Keras' other backends without it."""
     if os.path.isdir(path):
         if os.path.exists(os.path.join(path, GOOGLE_CKPT_NAME + ".index")):
             return os.path.join(path, GOOGLE_CKPT_NAME)
-        latest = tf.train.latest_checkpoint(path)
-        if latest:
-            return latest
+        if os.path.exists(os.path.join(path, "checkpoint")):
+            import tensorflow as tf
+            latest = tf.train.latest_checkpoint(path)
+            if latest:
+                return latest
         indexes = glob.glob(os.path.join(glob.escape(path), "*.index"))
         return indexes[0][:-len(".index")] if len(indexes) == 1 else None
     for suffix in (".index", ".meta"):

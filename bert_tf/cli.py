@@ -11,12 +11,16 @@ Exit convention, the same for every command:
   command names in `errors=`) prints exactly one line, `error: <message>`, on stderr and
   raises SystemExit(1), the way argparse raises SystemExit(2) for a bad flag. A command
   that calls another command's `main` lets that SystemExit through.
+- Commands that build Keras models run on TensorFlow (tf.data, tf.distribute, tf-text in
+  the graph, SavedModel export): under another KERAS_BACKEND they stop with one line
+  before any work (`keras=False` for the commands without a model).
 - So a command module ends with `if __name__ == "__main__": main()` (never
   `sys.exit(main())`, which would treat a result as a status), and a test checks a bad
   input with `pytest.raises(SystemExit)` and `.code == 1`.
 """
 
 import argparse
+import os
 import sys
 
 # --mixed_precision / --dtype name -> Keras dtype policy.
@@ -56,10 +60,26 @@ def error_message(error):
     return " ".join(text.split())
 
 
-def run_main(run, args, errors=()):
+def check_keras_backend():
+    """ValueError unless Keras runs (or will run) on TensorFlow: the backend of a Keras
+    already imported, else the KERAS_BACKEND variable Keras will read."""
+    keras = sys.modules.get("keras")
+    backend = keras.backend.backend() if keras is not None else \
+        os.environ.get("KERAS_BACKEND", "tensorflow")
+    if backend != "tensorflow":
+        raise ValueError(
+            f"KERAS_BACKEND={backend}: the commands run on TensorFlow (tf.data, "
+            f"tf.distribute, tf-text, SavedModel); set KERAS_BACKEND=tensorflow. On "
+            f"{backend} the models train with Keras fit(): see docs/backends.md")
+
+
+def run_main(run, args, errors=(), keras=True):
     """`run(args)`, returned as is; a bad input (BAD_INPUT, or one of `errors`) becomes the
-    line `error: <message>` on stderr and SystemExit(1). See the module docstring."""
+    line `error: <message>` on stderr and SystemExit(1). See the module docstring.
+    `keras`: the command builds Keras models, so Keras must run on TensorFlow."""
     try:
+        if keras:
+            check_keras_backend()
         return run(args)
     except BAD_INPUT + tuple(errors) as e:
         print(f"error: {error_message(e)}", file=sys.stderr, flush=True)

@@ -127,7 +127,7 @@ def main(argv=None):
                              "instead of the standard library (repeatable).")
     parser.add_argument("--max_bytes", type=int, default=None,
                         help="Stop after about this many bytes (default: everything).")
-    return run_main(run, parser.parse_args(argv))
+    return run_main(run, parser.parse_args(argv), keras=False)
 
 
 if __name__ == "__main__":

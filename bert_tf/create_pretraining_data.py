@@ -487,7 +487,7 @@ def main(argv=None):
     """Returns the run's summary; a bad input or a file or worker failure is one
     `error: ...` line and exit status 1 (bert_tf/cli.py)."""
     args = parse_args(argv)
-    summary = run_main(run, args, errors=(OSError, WorkerError))
+    summary = run_main(run, args, errors=(OSError, WorkerError), keras=False)
     print_summary(summary, shard_paths(args.output_file, args.num_shards)[1])
     return summary
 

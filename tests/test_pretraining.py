@@ -280,3 +280,67 @@ def test_bad_flags_are_one_line_errors(tmp_path, capsys):
               "--preset=tiny", "--do_train"])
     assert exit_info.value.code == 1
     assert "--input_file: no file matches" in capsys.readouterr().err
+
+
+def test_fit_step_equals_the_tf_distribute_loop(tmp_path, shards):
+    """Keras' fit() on BertPretrainer (the loop of the JAX and PyTorch backends:
+    compute_loss, compile_for_pretraining, shards read without TensorFlow) against the
+    tf.distribute loop, from the same weights over the same three batches: the same
+    per-step losses and the same weights after them (schedule with warmup, clipping and
+    AdamW's weight decay all in play)."""
+    from bert_tf.pretraining import fit
+    trainer = _pretrainer(tmp_path / "loop", 16, lr=5e-3, steps=10, warmup=2)
+    start = [v.numpy() for v in trainer.model.weights]
+    history = trainer.train(lambda ctx, batch_size, skip: pretraining_dataset(
+        shards, batch_size, 32, 5, is_training=False).skip(skip), 3, 100, progress=False)
+
+    model = BertPretrainer.from_config_object(BertConfig(**TINY))
+    model.set_weights(start)
+    fit.compile_for_pretraining(model, 5e-3, 10, 2)
+    losses = []
+    model.fit(fit.shard_batches(shards, 16, 32, 5, is_training=False), epochs=3,
+              steps_per_epoch=1, shuffle=False, verbose=0, callbacks=[keras.callbacks.LambdaCallback(
+                  on_epoch_end=lambda epoch, logs: losses.append(logs["loss"]))])
+    np.testing.assert_allclose(losses, [h["loss"] for h in history], rtol=1e-5)
+    assert max(h["grad_norm"] for h in history) > 1.0   # the clipping was exercised
+    for ours, loop in zip(model.weights, trainer.model.weights):
+        np.testing.assert_allclose(ours.numpy(), loop.numpy(), atol=2e-6, err_msg=ours.path)
+    moved = max(np.abs(a - b).max() for a, b in zip(start, (v.numpy() for v in model.weights)))
+    assert moved > 1e-3
+
+
+def test_shards_read_without_tensorflow_equal_tf_data(shards):
+    """fit.shard_batches (NumPy only, for backends without TensorFlow) reads the same
+    values as the tf.data pipeline, in order, with the last partial batch kept."""
+    from bert_tf.pretraining import fit
+    ours = list(fit.shard_batches(shards, 24, 32, 5, is_training=False))
+    theirs = list(pretraining_dataset(shards, 24, 32, 5, is_training=False))
+    assert len(ours) == len(theirs) == 6 and len(ours[-1][0]["token_ids"]) == 128 - 5 * 24
+    for (inputs, labels), batch in zip(ours, theirs):
+        for name, value in {**inputs, **labels}.items():
+            np.testing.assert_array_equal(value, batch[name].numpy(), err_msg=name)
+            assert value.dtype == batch[name].dtype.as_numpy_dtype, name
+    # Training order: a fresh file order per pass, full batches only, every example seen.
+    train = fit.shard_batches(shards, 16, 32, 5, shuffle_buffer=50)
+    seen = np.concatenate([next(train)[0]["token_ids"] for _ in range(8)])
+    assert len(np.unique(seen, axis=0)) == len(np.unique(np.concatenate(
+        [b["token_ids"].numpy() for b in theirs]), axis=0))
+
+
+def test_shard_errors_name_the_file_and_offset(tmp_path, shards):
+    from bert_tf.pretraining import fit
+    first = sorted(tf.io.gfile.glob(shards))[0]
+    data = open(first, "rb").read()
+    cases = {"cut.tfrecord": data[:-10], "text.tfrecord": b"hello world, not a record\n",
+             "empty.tfrecord": b""}
+    for name, content in cases.items():
+        (tmp_path / name).write_bytes(content)
+    expected = {"cut.tfrecord": r"cut.tfrecord: record at byte \d+ is cut short",
+                "text.tfrecord": "text.tfrecord: record at byte 0 has a bad length checksum",
+                "empty.tfrecord": "empty.tfrecord: no records"}
+    for name, message in expected.items():
+        with pytest.raises(ValueError, match=message):
+            list(fit.shard_batches(str(tmp_path / name), 4, 32, 5, is_training=False))
+    with pytest.raises(ValueError, match=r"input_ids has 32 values, expected 64 "
+                                         r"\(--max_seq_length\)"):
+        next(fit.shard_batches(first, 4, 64, 5))

@@ -48,6 +48,11 @@ class BertEmbeddings(keras.layers.Layer):
         x = self.layer_norm(ops.cast(x, self.compute_dtype))
         return self.dropout(x, training=training)
 
+    def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
+        # Said, not traced: JAX's symbolic shapes cannot compare seq with
+        # max_position_embeddings when Keras traces call() to build a functional model.
+        return tuple(token_ids_shape) + (self.hidden_size,)
+
     def get_config(self):
         config = super().get_config()
         config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,

@@ -4,6 +4,10 @@
             "masked_lm_positions" int32 [batch, predictions]
     outputs {"mlm_logits": float32 [batch, predictions, vocab],
              "nsp_logits": float32 [batch, 2]}
+
+run_pretraining's tf.distribute loop (trainer.py) calls the model and computes the loss
+itself. Keras' `fit()` (any backend, see fit.py) gets the same loss from `compute_loss`,
+with the labels as `y`: {"masked_lm_ids", "masked_lm_weights", "next_sentence_labels"}.
 """
 
 import keras
@@ -11,6 +15,7 @@ import keras
 from bert_tf.config import BertConfig
 from bert_tf.encoder import INPUT_NAMES, BertEncoder
 from bert_tf.heads import MaskedLMHead, NextSentenceHead
+from bert_tf.pretraining.losses import local_sums, metrics_from_sums
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -60,6 +65,14 @@ class BertPretrainer(keras.Model):
     @classmethod
     def from_config_object(cls, config: BertConfig, dtype=None, **kwargs):
         return cls(BertEncoder.from_config_object(config, dtype=dtype), **kwargs)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """google's pretraining loss (losses.py) for fit()/evaluate(), unless compile()
+        was given a loss of its own. `y`: masked_lm_ids, masked_lm_weights [batch,
+        predictions] and next_sentence_labels [batch]."""
+        if getattr(self, "_compile_loss", None) is not None:
+            return super().compute_loss(x, y, y_pred, sample_weight, training)
+        return metrics_from_sums(local_sums(y_pred, y))["loss"]
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable,

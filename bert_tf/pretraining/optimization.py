@@ -15,6 +15,7 @@ from keras import ops
 # google excludes ["LayerNorm", "layer_norm", "bias"] by name; our variable paths spell
 # LayerNorm "layer_norm" and biases "bias" / "output_bias".
 NO_DECAY_PATTERN = re.compile(r"layer_norm|LayerNorm|bias")
+CLIP_NORM = 1.0  # google's clip_by_global_norm(grads, clip_norm=1.0)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -67,8 +68,18 @@ class AdamW(keras.optimizers.AdamW):
 
     The embedding's gradient (IndexedSlices) is summed into a dense gradient first, so a
     word that occurs twice in a batch adds (g1 + g2)^2 to v, as in torch's and google's
-    AdamW; Keras' own step squares IndexedSlices slice by slice (g1^2 + g2^2).
+    AdamW; Keras' own step squares IndexedSlices slice by slice (g1^2 + g2^2), and so
+    does its global-norm clipping. Summed, the gradient is what JAX and torch compute.
     """
+
+    def apply(self, grads, trainable_variables=None):
+        # Summed before anything else reads them: Keras' global-norm clipping would also
+        # count a repeated row's slices apart (g1^2 + g2^2 in the norm).
+        if keras.backend.backend() == "tensorflow":
+            import tensorflow as tf
+            grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                     for g in grads]
+        return super().apply(grads, trainable_variables)
 
     def update_step(self, gradient, variable, learning_rate):
         if keras.backend.backend() != "tensorflow" or self.amsgrad or \
@@ -95,21 +106,24 @@ def decayed_variables(variables):
 
 
 def create_optimizer(name, learning_rate, num_train_steps, num_warmup_steps, variables,
-                     weight_decay=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6):
+                     weight_decay=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                     global_clipnorm=None):
     """AdamW or LAMB with the warmup/decay schedule and BERT's weight-decay exclusions.
 
     `variables`: the trainable variables, to mark LayerNorm and bias ones as excluded
-    (before the optimizer is built, as Keras requires).
+    (before the optimizer is built, as Keras requires). `global_clipnorm`: clipping done
+    by the optimizer (Keras' fit; the tf.distribute loop clips the all-reduced gradient
+    itself and leaves this None).
     """
     schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
+    common = dict(weight_decay=weight_decay, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
+                  global_clipnorm=global_clipnorm)
     if name == "adamw":
-        optimizer = AdamW(schedule, weight_decay=weight_decay, beta_1=beta_1, beta_2=beta_2,
-                          epsilon=epsilon)
+        optimizer = AdamW(schedule, **common)
     elif name == "lamb":
         # Keras' LAMB applies decoupled weight decay (scaled by the rate) next to the
         # trust-ratio update.
-        optimizer = keras.optimizers.Lamb(schedule, weight_decay=weight_decay,
-                                          beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)
+        optimizer = keras.optimizers.Lamb(schedule, **common)
     else:
         raise ValueError(f"--optimizer must be adamw or lamb, got {name!r}")
     excluded = [v for v in variables if NO_DECAY_PATTERN.search(v.path)]

@@ -20,11 +20,11 @@ import tensorflow as tf
 
 from bert_tf.files import atomic_write
 from bert_tf.pretraining.losses import local_sums, metrics_from_sums
+from bert_tf.pretraining.optimization import CLIP_NORM
 
 METRIC_KEYS = ("loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss",
                "next_sentence_accuracy", "learning_rate", "grad_norm")
 MODEL_INPUTS = ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions")
-CLIP_NORM = 1.0
 
 
 class NonFiniteLossError(RuntimeError):
