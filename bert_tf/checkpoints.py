@@ -39,10 +39,13 @@ import tempfile
 import numpy as np
 
 from bert_tf.config import BertConfig
+from bert_tf.registry import resolve_checkpoint
 
 logger = logging.getLogger(__name__)
 
-FORMATS = ("google", "hf", "keras")
+FORMATS = ("google", "hf", "keras", "keras_hub")
+# Formats whose tensors carry HF names (keras-hub models are read through them).
+_HF_NAMED = ("hf", "keras_hub")
 GOOGLE_CKPT_NAME = "bert_model.ckpt"
 GOOGLE_CONFIG_NAME = "bert_config.json"
 HF_CONFIG_NAME = "config.json"
@@ -134,7 +137,7 @@ class Checkpoint:
     @property
     def has_heads(self):
         """True when the checkpoint holds pretraining head tensors."""
-        head = "cls." if self.format == "hf" else "cls/"
+        head = "cls." if self.format in _HF_NAMED else "cls/"
         return any(name.startswith(head) for name in self.tensors)
 
 
@@ -287,7 +290,7 @@ def restore(model, checkpoint, allow_missing_heads=False, ignore=()):
     if not isinstance(checkpoint, Checkpoint):
         checkpoint = read_checkpoint(checkpoint)
     _, pretrainer = _split_model(model)
-    naming = _hf_name if checkpoint.format == "hf" else (lambda n: (n, False))
+    naming = _hf_name if checkpoint.format in _HF_NAMED else (lambda n: (n, False))
     patterns = [re.compile(p) for p in ignore]
     report = LoadReport(checkpoint.path, checkpoint.format, 0, ignored=list(checkpoint.ignored))
 
@@ -312,7 +315,7 @@ def restore(model, checkpoint, allow_missing_heads=False, ignore=()):
         values.append((slot, value.T if slot.transpose else value))  # -> the variable's
 
     unexpected = []
-    head_prefix = "cls." if checkpoint.format == "hf" else "cls/"
+    head_prefix = "cls." if checkpoint.format in _HF_NAMED else "cls/"
     for name in checkpoint.tensors:
         if name in used:
             continue
@@ -358,8 +361,12 @@ def detect_format(path):
             return "hf"
         if _keras_file(path):
             return "keras"
+        from bert_tf.keras_hub_format import is_preset
+        if is_preset(path):
+            return "keras_hub"
         raise ValueError(f"{path}: no checkpoint found (expected {GOOGLE_CKPT_NAME}.index, "
-                         f"{HF_WEIGHTS_NAME}, {HF_TORCH_NAME} or {KERAS_MODEL_NAME})")
+                         f"{HF_WEIGHTS_NAME}, {HF_TORCH_NAME}, {KERAS_MODEL_NAME} or a keras-hub "
+                         f"preset's config.json + model.weights.h5)")
     if path.endswith(".keras") and os.path.isfile(path):
         return "keras"
     if path.endswith((".safetensors", ".bin")) and os.path.isfile(path):
@@ -414,9 +421,11 @@ def _find_file(directory, names, given=None, what="file"):
 
 def vocab_beside(checkpoint, vocab_file=None, flag="--init_checkpoint"):
     """`vocab_file` when given, else the vocab.txt in the checkpoint's directory (google's
-    and HF's layouts both keep it there); one clear error naming `flag` when neither."""
+    and HF's layouts both keep it there); one clear error naming `flag` when neither.
+    `checkpoint` may be a released checkpoint's name (bert_tf/registry.py)."""
     if vocab_file:
         return vocab_file
+    checkpoint = resolve_checkpoint(checkpoint)
     base = checkpoint if checkpoint and os.path.isdir(checkpoint) else \
         os.path.dirname(checkpoint or "")
     path = os.path.join(base, "vocab.txt")
@@ -470,16 +479,26 @@ def _load_hf_tensors(directory, weights_file=None):
     """{name: np.ndarray} from safetensors (single or sharded) or pytorch_model.bin."""
     from safetensors import safe_open
 
+    from safetensors import SafetensorError
+
     def read_safetensors(file):
         out = {}
         try:
-            with safe_open(file, framework="np") as f:
-                for key in f.keys():
-                    out[key] = _widened(f.get_tensor(key))
-        except (TypeError, ValueError):
-            # safetensors versions whose numpy reader refuses bfloat16: read the file's
-            # own layout.
-            out = _read_safetensors_widened(file)
+            try:
+                with safe_open(file, framework="np") as f:
+                    for key in f.keys():
+                        out[key] = _widened(f.get_tensor(key))
+            except (TypeError, ValueError):
+                # safetensors versions whose numpy reader refuses bfloat16: read the
+                # file's own layout.
+                out = _read_safetensors_widened(file)
+        except (SafetensorError, struct.error, UnicodeDecodeError, KeyError, TypeError,
+                ValueError) as e:
+            # A truncated or damaged file: one line naming it, not the reader's traceback.
+            if str(e).startswith(file):
+                raise
+            raise ValueError(f"{file}: not a readable safetensors file (truncated or "
+                             f"damaged: {' '.join(str(e).split())[:200]})") from None
         return out
 
     if weights_file is None:
@@ -622,8 +641,9 @@ def read_keras_model(path):
 
 
 def read_checkpoint(path, input_format="auto", bert_config_file=None):
-    """Reads any supported checkpoint into a Checkpoint (config + tensors)."""
-    path = os.fspath(path)
+    """Reads any supported checkpoint into a Checkpoint (config + tensors). `path` may
+    also be a released checkpoint's name, downloaded once (bert_tf/registry.py)."""
+    path = resolve_checkpoint(path)
     if input_format == "auto":
         input_format = detect_format(path)
     if input_format == "google":
@@ -632,6 +652,9 @@ def read_checkpoint(path, input_format="auto", bert_config_file=None):
         return read_hf_checkpoint(path, bert_config_file)
     if input_format == "keras":
         return read_keras_model(path)
+    if input_format == "keras_hub":
+        from bert_tf.keras_hub_format import read_keras_hub_preset
+        return read_keras_hub_preset(path)
     raise ValueError(f"input_format must be 'auto' or one of {FORMATS}, got {input_format!r}")
 
 
@@ -644,7 +667,9 @@ def load_pretrainer(path, input_format="auto", bert_config_file=None,
 
     Args:
         path: google TF1 (bert_model.ckpt prefix or its directory), HF directory
-            (model.safetensors / pytorch_model.bin + config.json) or a .keras file.
+            (model.safetensors / pytorch_model.bin + config.json) or a .keras file; or a
+            released checkpoint's name ("uncased_L-12_H-768_A-12", "bert-base-uncased",
+            ...), downloaded once into the cache (bert_tf/registry.py).
         input_format: "auto", "google", "hf" or "keras".
         bert_config_file: the config when it is not beside the weights.
         allow_missing_heads, ignore: see above; tensor names to leave unrestored.
@@ -754,8 +779,9 @@ def write_keras_model(model, path, vocab_file=None):
 def save_checkpoint(model, output, output_format, vocab_file=None, overwrite=False):
     """Writes `model` in `output_format` to `output`, under a temporary name in the same
     folder first, then renamed: a crash never leaves a half-written `output`."""
+    from bert_tf.keras_hub_format import write_keras_hub_preset
     writers = {"google": write_google_checkpoint, "hf": write_hf_checkpoint,
-               "keras": write_keras_model}
+               "keras": write_keras_model, "keras_hub": write_keras_hub_preset}
     if output_format not in writers:
         raise ValueError(f"output_format must be one of {FORMATS}, got {output_format!r}")
     output = os.path.abspath(output)

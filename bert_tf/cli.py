@@ -10,7 +10,8 @@ Exit convention, the same for every command:
   subclass them: InputError, DataError, CheckpointMismatchError; plus any error class the
   command names in `errors=`) prints exactly one line, `error: <message>`, on stderr and
   raises SystemExit(1), the way argparse raises SystemExit(2) for a bad flag. A command
-  that calls another command's `main` lets that SystemExit through.
+  that calls another command's `main` lets that SystemExit through. Ctrl-C is one line
+  too, and status 130.
 - Commands that build Keras models run on TensorFlow (tf.data, tf.distribute, tf-text in
   the graph, SavedModel export): under another KERAS_BACKEND they stop with one line
   before any work (`keras=False` for the commands without a model).
@@ -20,6 +21,7 @@ Exit convention, the same for every command:
 """
 
 import argparse
+import math
 import os
 import sys
 
@@ -48,6 +50,19 @@ def boolean(parser, name, default=False, help=None):  # noqa: A002 (argparse's n
     `--name=false` (also 1/0, yes/no, y/n, any case)."""
     return parser.add_argument(name, type=str2bool, nargs="?", const=True, default=default,
                                metavar="BOOL", help=help)
+
+
+def check_flags(args, positive=(), non_negative=(), fractions=()):
+    """ValueError (one line, via run_main) for the first numeric flag out of its range:
+    `positive` > 0, `non_negative` >= 0, `fractions` in [0, 1]; NaN and infinity are
+    refused everywhere. Flags whose value is None (not given, no default) are skipped."""
+    rules = ([(n, lambda v: v > 0, "a positive number") for n in positive] +
+             [(n, lambda v: v >= 0, "a number >= 0") for n in non_negative] +
+             [(n, lambda v: 0 <= v <= 1, "a number from 0 to 1") for n in fractions])
+    for name, ok, expected in rules:
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and ok(value)):
+            raise ValueError(f"--{name} must be {expected}, got {value}")
 
 
 def error_message(error):
@@ -84,3 +99,7 @@ def run_main(run, args, errors=(), keras=True):
     except BAD_INPUT + tuple(errors) as e:
         print(f"error: {error_message(e)}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        # Ctrl-C: one line instead of a traceback; 130 = 128 + SIGINT, the shell's code.
+        print("error: interrupted (Ctrl-C)", file=sys.stderr, flush=True)
+        raise SystemExit(130) from None

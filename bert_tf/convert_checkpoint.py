@@ -13,6 +13,7 @@ import argparse
 import glob
 import os
 
+from bert_tf import registry
 from bert_tf.cli import boolean, run_main
 
 
@@ -21,16 +22,21 @@ def parse_args(argv=None):
         prog="python -m bert_tf.convert_checkpoint",
         description=__doc__.split("\n\n")[0] + " Formats: google = bert_model.ckpt + "
         "bert_config.json (google-research/bert); hf = model.safetensors + config.json "
-        "(transformers BertModel / BertForPreTraining); keras = our .keras model.")
+        "(transformers BertModel / BertForPreTraining); keras = our .keras model; keras_hub = a "
+        "keras-hub preset directory (BertBackbone, or BertMaskedLM with the masked-LM head; "
+        "keras-hub has no next-sentence head).")
     parser.add_argument("--input", required=True,
                         help="checkpoint to read: a TF1 prefix (.../bert_model.ckpt) or its "
-                             "directory, an HF directory, or a .keras file")
+                             "directory, an HF directory, a .keras file or a keras-hub "
+                             "preset directory; or a released checkpoint's name "
+                             "(uncased_L-12_H-768_A-12, bert-base-uncased, ...: see "
+                             "bert_tf/registry.py), downloaded once into $BERT_TF_CACHE")
     parser.add_argument("--output", required=True,
                         help="directory to write (for keras, a path ending in .keras writes "
                              "just that file)")
-    parser.add_argument("--output_format", required=True, choices=("google", "hf", "keras"))
+    parser.add_argument("--output_format", required=True, choices=("google", "hf", "keras", "keras_hub"))
     parser.add_argument("--input_format", default="auto",
-                        choices=("auto", "google", "hf", "keras"),
+                        choices=("auto", "google", "hf", "keras", "keras_hub"),
                         help="default: detected from --input")
     parser.add_argument("--bert_config_file", default=None,
                         help="config JSON (google's bert_config.json or HF config.json); "
@@ -45,8 +51,11 @@ def parse_args(argv=None):
 def convert(input_path, output, output_format, input_format="auto", bert_config_file=None,
             vocab_file=None, overwrite=False, log=print):
     """Reads `input_path`, checks it against a freshly built model, writes `output`."""
-    # Cheap checks first: a typo should cost one line, not a TensorFlow start-up.
-    if not os.path.exists(input_path) and not glob.glob(glob.escape(input_path) + ".*"):
+    # Cheap checks first: a typo should cost one line, not a TensorFlow start-up (or a
+    # download: a released checkpoint's name is resolved after them).
+    if not os.path.exists(input_path) and not glob.glob(glob.escape(input_path) + ".*") \
+            and registry.lookup(input_path) is None:
+        registry.resolve_checkpoint(input_path)  # a mistyped name: lists the known names
         raise FileNotFoundError(f"{input_path}: no such file, directory or checkpoint prefix")
     for flag, path in (("--bert_config_file", bert_config_file), ("--vocab_file", vocab_file)):
         if path and not os.path.isfile(path):
@@ -55,6 +64,7 @@ def convert(input_path, output, output_format, input_format="auto", bert_config_
     if os.path.exists(output) and not overwrite and not (
             os.path.isdir(output) and not os.listdir(output)):
         raise FileExistsError(f"{output}: already exists (pass --overwrite to replace it)")
+    input_path = registry.resolve_checkpoint(input_path, log=log)
 
     from bert_tf import checkpoints
     from bert_tf.encoder import BertEncoder

@@ -384,6 +384,11 @@ def run(args):
             remove_temporaries(path)
     total = inputs.stream_size(files, sizes)
     n_shards = len(shards)
+    block_bytes = args.block_size_kb * 1024
+    if n_shards > 1 and total < n_shards * block_bytes:
+        # Each shard needs blocks of its own: a small input is cut into smaller blocks
+        # (at least 4 kB) rather than leaving shards empty.
+        block_bytes = max(4096, -(-total // n_shards))
 
     def shard_of(offset):
         # Shards are contiguous ranges of blocks, by position in the input: known before
@@ -392,7 +397,7 @@ def run(args):
 
     pool = None
     # No more processes than blocks (each costs ~70 MB); the output does not depend on it.
-    processes = min(args.num_workers, -(-total // (args.block_size_kb * 1024)))
+    processes = min(args.num_workers, -(-total // block_bytes))
     if processes > 1 and len(done) < n_shards:
         # Started first: the workers import numpy while this process finds the blocks.
         from bert_tf.pretraining_data.pool import WorkerPool
@@ -414,7 +419,7 @@ def run(args):
     # takes a block whenever the workers' queues are full, so no process sits idle just
     # dispatching (and the tree holds one interpreter less).
     try:
-        for block in inputs.iter_blocks(files, args.block_size_kb * 1024, args.input_format):
+        for block in inputs.iter_blocks(files, block_bytes, args.input_format):
             shard = shard_of(block.offset)
             if shards[shard] in done:
                 writer.skip(block)
@@ -444,12 +449,20 @@ def run(args):
         writer.close()
         if pool is not None:
             pool.close(kill=True)
-    if summary["examples"] == 0:
+    empty = [p for p in shards if writer.entries.get(p, {}).get("examples") == 0]
+    if summary["examples"] == 0 or empty:
         for path in shards + [summary_path]:
             if os.path.exists(path):
                 os.remove(path)
+    if summary["examples"] == 0:
         raise InputError(f"--input_file: no examples: no document in "
                          f"{', '.join(files)} has a token")
+    if empty:
+        # An empty shard is a file training would wait on forever: none is written.
+        raise InputError(
+            f"--num_shards={n_shards}: {len(empty)} shard(s) would hold no examples "
+            f"({os.path.basename(empty[0])} first; the input is {total:,} bytes); give "
+            f"fewer shards or more text")
     return summary
 
 

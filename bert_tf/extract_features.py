@@ -157,7 +157,9 @@ def main(argv=None):
     f("--max_seq_length", type=int, default=128)
     f("--batch_size", type=int, default=32)
     f("--init_checkpoint", default=None,
-      help="google TF1 checkpoint, HF directory or .keras file")
+      help="google TF1 checkpoint, HF directory or .keras file; or a released "
+           "checkpoint's name (uncased_L-12_H-768_A-12, bert-base-uncased, ...: "
+           "bert_tf/registry.py), downloaded once into $BERT_TF_CACHE")
     f("--vocab_file", default=None, help="default: vocab.txt beside the checkpoint")
     f("--bert_config_file", default=None, help="default: the config beside the checkpoint")
     boolean(parser, "--do_lower_case", default=True)

@@ -57,10 +57,15 @@ def multiple_choice_settings(num_choices, max_seq_length, do_lower_case=True):
                 do_lower_case=bool(do_lower_case), text_inputs=["context", "start", "endings"])
 
 
-def token_classifier_settings(labels, max_seq_length, do_lower_case=True, feature_based=False):
-    """ner_config.json: the tags in class-id order."""
+def token_classifier_settings(labels, max_seq_length, do_lower_case=True, feature_based=False,
+                              feature_layers="concat_last_four", feature_head="linear",
+                              feature_lstm_units=768):
+    """ner_config.json: the tags in class-id order, and the feature-based head's choices
+    (BertTokenClassifier's arguments; a file without them is a run of the defaults)."""
     return dict(task="ner", labels=list(labels), max_seq_length=int(max_seq_length),
-                do_lower_case=bool(do_lower_case), feature_based=bool(feature_based))
+                do_lower_case=bool(do_lower_case), feature_based=bool(feature_based),
+                feature_layers=str(feature_layers), feature_head=str(feature_head),
+                feature_lstm_units=int(feature_lstm_units))
 
 
 def span_labeler_settings(max_seq_length, do_lower_case=True, **settings):
@@ -100,7 +105,8 @@ def task_config(model, max_seq_length, do_lower_case=True, labels=None, **settin
         if labels is None or len(labels) != model.num_labels:
             raise ValueError(f"labels: expected {model.num_labels} tag names, got {labels!r}")
         config = token_classifier_settings(labels, max_seq_length, do_lower_case,
-                                           model.feature_based)
+                                           model.feature_based, model.feature_layers,
+                                           model.feature_head, model.feature_lstm_units)
     elif isinstance(model, tm.BertSpanLabeler):
         config = span_labeler_settings(max_seq_length, do_lower_case, **settings)
     else:

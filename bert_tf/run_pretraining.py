@@ -7,7 +7,10 @@
 
 Flags keep google-research/bert's names and defaults. Shards from google's
 create_pretraining_data.py and from `python -m bert_tf.create_pretraining_data` both work.
-The run resumes by itself when --output_dir holds a checkpoint. At the end the model is
+The run resumes by itself when --output_dir holds a checkpoint, bit for bit (weights,
+optimizer, dropout state, input position). SIGTERM (a preempted VM or cluster job) or
+Ctrl-C saves a checkpoint at the current step and exits with status 1 and one line saying
+so; a checkpoint is only written when the weights are finite. At the end the model is
 also written in google's TF1 format (output_dir/google) and HF's (output_dir/hf).
 """
 
@@ -32,7 +35,8 @@ def parse_args(argv=None):
          help="comma-separated globs of eval shards (default: --input_file)")
     flag("output_dir", required=True, help="checkpoints, logs and exported models")
     flag("init_checkpoint", default=None,
-         help="initial weights: google TF1, HF or Keras checkpoint (heads optional)")
+         help="initial weights: google TF1, HF or Keras checkpoint (heads optional), or "
+              "a released checkpoint's name (bert_tf/registry.py), downloaded once")
     flag("max_seq_length", type=int, default=128)
     flag("max_predictions_per_seq", type=int, default=20)
     boolean(p, "--do_train")
@@ -74,6 +78,10 @@ def parse_args(argv=None):
                  "max_seq_length", "max_predictions_per_seq"):
         if getattr(args, name) <= 0:
             p.error(f"--{name} must be positive, got {getattr(args, name)}")
+    if not args.learning_rate > 0:  # also refuses nan
+        p.error(f"--learning_rate must be positive, got {args.learning_rate}")
+    if args.num_warmup_steps < 0:
+        p.error(f"--num_warmup_steps must be >= 0, got {args.num_warmup_steps}")
     return args
 
 
@@ -177,8 +185,8 @@ def main(argv=None):
     eval metrics (None without --do_eval)."""
     args = parse_args(argv)
     # After the flags: the trainer module loads TensorFlow, which run() needs anyway.
-    from bert_tf.pretraining.trainer import NonFiniteLossError
-    return run_main(run, args, errors=(NonFiniteLossError,))
+    from bert_tf.pretraining.trainer import Interrupted, NonFiniteLossError
+    return run_main(run, args, errors=(NonFiniteLossError, Interrupted))
 
 
 if __name__ == "__main__":

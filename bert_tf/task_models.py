@@ -25,6 +25,7 @@ import keras
 from keras import ops
 
 from bert_tf.encoder import INPUT_NAMES
+from bert_tf.layers import ScalarMix
 
 
 def encoder_policy(encoder):
@@ -187,33 +188,79 @@ class BertMultipleChoice(_TaskModel):
         self._finish(encoder, dict(num_choices=num_choices, dropout=dropout))
 
 
+# The paper's feature-based choices (section 5.3, Table 7): which outputs of a frozen
+# encoder a token head reads, and how several are combined.
+FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
+                  "concat_last_four", "sum_all")
+FEATURE_HEADS = ("linear", "bilstm")
+DEFAULT_FEATURE_LAYERS = "concat_last_four"
+# The paper's "two-layer 768-dimensional BiLSTM", read as 768 hidden units per direction:
+# an LSTM's dimension is its hidden size (Keras' LSTM(768), torch's nn.LSTM(hidden_size=
+# 768)), and a bidirectional one runs two of them, so each position leaves a layer with
+# 2 x 768 values.
+DEFAULT_LSTM_UNITS = 768
+
+
+def feature_layer_indexes(feature_layers, num_hidden_layers):
+    """(indexes, mixed) of a FEATURE_LAYERS choice for an encoder of L layers: indexes
+    into [embedding output, layer 1, ..., layer L]; mixed: the layers are summed with
+    learned weights (ScalarMix), else concatenated. "sum_all" is the paper's "weighted sum
+    of all 12 layers" of BERT-base: the L transformer layers, not the embeddings."""
+    n = num_hidden_layers
+    last_four = tuple(range(n - 3, n + 1))
+    table = {"embeddings": ((0,), False), "second_to_last": ((n - 1,), False),
+             "last": ((n,), False), "sum_last_four": (last_four, True),
+             "concat_last_four": (last_four, False), "sum_all": (tuple(range(1, n + 1)), True)}
+    if feature_layers not in table:
+        raise ValueError(f"feature_layers must be one of {', '.join(FEATURE_LAYERS)}; "
+                         f"got {feature_layers!r}")
+    indexes, mixed = table[feature_layers]
+    needed = {"second_to_last": 2, "sum_last_four": 4, "concat_last_four": 4}
+    if n < needed.get(feature_layers, 1):
+        raise ValueError(f"feature_layers={feature_layers} needs an encoder of >= "
+                         f"{needed[feature_layers]} layers; this one has {n}")
+    return indexes, mixed
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class FrozenLastLayers(keras.layers.Layer):
-    """A frozen encoder's last `num_layers` layer outputs, concatenated: [B, S, n * H]
-    (the paper's feature-based NER recipe).
+    """A frozen encoder's outputs that `feature_layers` (FEATURE_LAYERS) chooses: one
+    layer [B, S, H]; the last four concatenated [B, S, 4H]; the layers of a weighted sum
+    stacked [B, S, n, H] (ScalarMix sums them).
 
     The encoder always runs in inference mode. (A `training=False` written into a
     functional graph is overridden by the outer call's value; this layer's call takes no
-    `training` argument, so the outer value never reaches the encoder.)
+    `training` argument, so the outer value never reaches the encoder.) The class keeps
+    the name it had when it read only the last four layers: Keras files address a layer's
+    weights by its class name, and this one holds the encoder's.
     """
 
-    def __init__(self, encoder, num_layers=4, **kwargs):
+    def __init__(self, encoder, feature_layers=DEFAULT_FEATURE_LAYERS, **kwargs):
         super().__init__(**kwargs)
-        if encoder.bert_config.num_hidden_layers < num_layers:
-            raise ValueError(f"--feature_based needs >= {num_layers} layers, the encoder "
-                             f"has {encoder.bert_config.num_hidden_layers}")
+        self.indexes, self.mixed = feature_layer_indexes(
+            feature_layers, encoder.bert_config.num_hidden_layers)
         self.encoder = encoder
-        self.num_layers = num_layers
+        self.feature_layers = feature_layers
         self.encoder.trainable = False
 
     def call(self, inputs):
-        layers = self.encoder(inputs, training=False)["encoder_outputs"]
-        return ops.concatenate(layers[-self.num_layers:], axis=-1)
+        out = self.encoder(inputs, training=False)
+        hidden = [out["embedding_output"]] + list(out["encoder_outputs"])  # L + 1 x [B, S, H]
+        chosen = [hidden[i] for i in self.indexes]
+        if self.mixed:
+            return ops.stack(chosen, axis=-2)                               # [B, S, n, H]
+        return chosen[0] if len(chosen) == 1 else ops.concatenate(chosen, axis=-1)
+
+    @property
+    def row_shape(self):
+        """One row's output shape: (None, D), or (None, n, H) for a weighted sum."""
+        n, hidden = len(self.indexes), self.encoder.bert_config.hidden_size
+        return (None, n, hidden) if self.mixed else (None, n * hidden)
 
     def get_config(self):
         config = super().get_config()
         config.update(encoder=keras.saving.serialize_keras_object(self.encoder),
-                      num_layers=self.num_layers)
+                      feature_layers=self.feature_layers)
         return config
 
     @classmethod
@@ -221,16 +268,58 @@ class FrozenLastLayers(keras.layers.Layer):
         return cls(**_encoder_config(config))
 
 
+def _token_head(encoder, num_labels, mixed, feature_head, lstm_units, dropout):
+    """The layers between the encoder's features and the logits, in order: ScalarMix (a
+    weighted sum), dropout, two BiLSTM layers (feature_head "bilstm"), the classifier."""
+    policy = encoder_policy(encoder)
+    layers = [ScalarMix(dtype=policy, name="scalar_mix")] if mixed else []
+    layers.append(keras.layers.Dropout(_dropout_rate(encoder, dropout), name="head_dropout"))
+    if feature_head == "bilstm":
+        layers += [keras.layers.Bidirectional(
+            keras.layers.LSTM(lstm_units, return_sequences=True, dtype=policy),
+            dtype=policy, name=f"bilstm_{i}") for i in (1, 2)]
+    layers.append(_dense(num_labels, encoder, "classifier"))
+    layers.append(keras.layers.Activation("linear", dtype="float32", name="logits"))
+    return layers
+
+
+def _run_head(layers, features, padding_mask):
+    """features [B, S, ...] through the head's layers -> logits float32 [B, S, K]. The
+    LSTMs take padding_mask: padded steps leave their state as it is, so the backward
+    direction starts at each row's last real token, whatever the batch's width."""
+    mask = None
+    for layer in layers:
+        if isinstance(layer, keras.layers.Bidirectional):
+            if mask is None:
+                mask = ops.greater(padding_mask, 0)                          # [B, S]
+            features = layer(features, mask=mask)                            # [B, S, 2U]
+        else:
+            features = layer(features)
+    return features
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertTokenClassifier(_TaskModel):
-    """Token classification (NER): dropout + dense(num_labels) on every position.
+    """Token classification (NER): dropout + dense(num_labels) on every position; or,
+    feature_based, a head (linear, or the paper's BiLSTM) over a frozen encoder's layers.
 
     Args:
         encoder: a BertEncoder (its pooler is frozen: it feeds nothing here).
         num_labels: K; the output is {"logits": float32 [B, S, K]}.
-        feature_based: the encoder is frozen and runs in inference mode; the head reads
-            its last four layers' outputs concatenated ([B, S, 4H]).
+        feature_based: the paper's feature-based recipe (section 5.3): the encoder is
+            frozen and runs in inference mode, and the head reads the layers that
+            `feature_layers` chooses.
         dropout: the head's dropout rate; None = the encoder's hidden_dropout_prob.
+        feature_layers: with feature_based, one of FEATURE_LAYERS: "embeddings",
+            "second_to_last", "last", "sum_last_four" (a learned weighted sum, ScalarMix),
+            "concat_last_four" ([B, S, 4H], the default), "sum_all" (weighted sum of every
+            transformer layer).
+        feature_head: with feature_based, "linear" (dropout + dense) or "bilstm" (dropout,
+            two bidirectional LSTM layers, then the dense layer: the paper's head).
+        feature_lstm_units: the BiLSTM's hidden units per direction (768: the paper's).
+
+    `feature_head_model()` gives the head alone, for features computed once
+    (tasks/feature_cache.py).
 
     Example:
         >>> import bert_tf
@@ -242,25 +331,63 @@ class BertTokenClassifier(_TaskModel):
         >>> model({"token_ids": ids, "segment_ids": np.zeros_like(ids),
         ...        "padding_mask": np.ones_like(ids)})["logits"].shape
         TensorShape([1, 3, 5])
+        >>> mixed = bert_tf.BertTokenClassifier(encoder, 5, feature_based=True,
+        ...     feature_layers="sum_all", feature_head="bilstm", feature_lstm_units=8)
+        >>> mixed({"token_ids": ids, "segment_ids": np.zeros_like(ids),
+        ...        "padding_mask": np.ones_like(ids)})["logits"].shape
+        TensorShape([1, 3, 5])
     """
 
-    ARGS = ("num_labels", "feature_based", "dropout")
+    ARGS = ("num_labels", "feature_based", "dropout", "feature_layers", "feature_head",
+            "feature_lstm_units")
 
     def __init__(self, encoder, num_labels, feature_based=False, dropout=None,
-                 name="ner", **kwargs):
+                 feature_layers=DEFAULT_FEATURE_LAYERS, feature_head="linear",
+                 feature_lstm_units=DEFAULT_LSTM_UNITS, name="ner", **kwargs):
+        if feature_head not in FEATURE_HEADS:
+            raise ValueError(f"feature_head must be one of {', '.join(FEATURE_HEADS)}; "
+                             f"got {feature_head!r}")
+        if not feature_based and (feature_layers != DEFAULT_FEATURE_LAYERS or
+                                  feature_head != "linear"):
+            raise ValueError("feature_layers and feature_head choose the head of a frozen "
+                             "encoder: they need feature_based=True")
+        if int(feature_lstm_units) < 1:
+            raise ValueError(f"feature_lstm_units must be >= 1, got {feature_lstm_units}")
         encoder.pooler.trainable = False
         inputs = _inputs()
+        mixed = False
         if feature_based:
-            features = FrozenLastLayers(encoder, 4, name="last_four_layers")(inputs)
+            frozen = FrozenLastLayers(encoder, feature_layers, name="frozen_layers")
+            mixed = frozen.mixed
+            features = frozen(inputs)                          # [B, S, D] or [B, S, n, H]
         else:
             features = encoder(inputs)["sequence_output"]                     # [B, S, H]
-        features = keras.layers.Dropout(_dropout_rate(encoder, dropout),
-                                        name="head_dropout")(features)
-        logits = _dense(num_labels, encoder, "classifier")(features)          # [B, S, K]
-        logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
+        head = _token_head(encoder, num_labels, mixed, feature_head, int(feature_lstm_units),
+                           dropout)
+        logits = _run_head(head, features, inputs["padding_mask"])            # [B, S, K]
         super().__init__(inputs, {"logits": logits}, name=name, **kwargs)
         self._finish(encoder, dict(num_labels=num_labels, feature_based=bool(feature_based),
-                                   dropout=dropout))
+                                   dropout=dropout, feature_layers=feature_layers,
+                                   feature_head=feature_head,
+                                   feature_lstm_units=int(feature_lstm_units)))
+
+    def feature_head_model(self):
+        """The head alone, a Keras model sharing this model's layers (training it trains
+        this model): {"features": what the frozen encoder gives (FrozenLastLayers' output,
+        float32), "padding_mask": int32 [B, S]} -> {"logits": float32 [B, S, K]}."""
+        if not self.feature_based:
+            raise ValueError("feature_head_model: the model is not feature-based")
+        frozen = self.get_layer("frozen_layers")
+        names = (["scalar_mix"] if frozen.mixed else []) + ["head_dropout"] + \
+            (["bilstm_1", "bilstm_2"] if self.feature_head == "bilstm" else []) + \
+            ["classifier", "logits"]
+        inputs = {"features": keras.Input(shape=frozen.row_shape, dtype="float32",
+                                          name="features"),
+                  "padding_mask": keras.Input(shape=(None,), dtype="int32",
+                                              name="padding_mask")}
+        logits = _run_head([self.get_layer(n) for n in names], inputs["features"],
+                           inputs["padding_mask"])
+        return keras.Model(inputs, {"logits": logits}, name=f"{self.name}_head")
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -330,7 +457,10 @@ TASK_MODELS = {
         encoder, config["num_classes"], config.get("dropout")),
     "swag": lambda encoder, config: BertMultipleChoice(encoder, config["num_choices"]),
     "ner": lambda encoder, config: BertTokenClassifier(
-        encoder, len(config["labels"]), config.get("feature_based", False)),
+        encoder, len(config["labels"]), config.get("feature_based", False),
+        feature_layers=config.get("feature_layers", DEFAULT_FEATURE_LAYERS),
+        feature_head=config.get("feature_head", "linear"),
+        feature_lstm_units=config.get("feature_lstm_units", DEFAULT_LSTM_UNITS)),
     "squad": lambda encoder, config: BertSpanLabeler(encoder),
 }
 

@@ -4,7 +4,7 @@ and `run`, which turns parsed flags into a task's config and runs tasks/driver.p
 
 import argparse
 
-from bert_tf.cli import DTYPES, boolean, run_main
+from bert_tf.cli import DTYPES, boolean, check_flags, run_main
 
 
 def add_common_flags(parser):
@@ -12,6 +12,8 @@ def add_common_flags(parser):
     f = parser.add_argument
     f("--init_checkpoint", default=None,
       help="pretrained weights: google TF1 (bert_model.ckpt), HF directory, or .keras; "
+           "or a released checkpoint's name (uncased_L-12_H-768_A-12, bert-base-cased, "
+           "...: bert_tf/registry.py), downloaded once into $BERT_TF_CACHE; "
            "omitted = random initialisation (for comparisons)")
     f("--bert_config_file", default=None,
       help="config JSON; default: the one beside --init_checkpoint")
@@ -55,4 +57,11 @@ def run(task, config_class, args):
     """`python -m tasks.<name>`: the task run on the config of parsed flags, with the
     commands' exit convention (bert_tf/cli.py)."""
     from tasks import driver
-    return run_main(lambda a: driver.run(task, config_class.from_args(a)), args)
+
+    def run_task(a):
+        check_flags(a, positive=("max_seq_length", "train_batch_size", "eval_batch_size",
+                                 "predict_batch_size", "learning_rate", "num_train_epochs"),
+                    non_negative=("weight_decay", "cpu_devices"),
+                    fractions=("warmup_proportion",))
+        return driver.run(task, config_class.from_args(a))
+    return run_main(run_task, args)

@@ -116,6 +116,15 @@ class Task:
         """tf.data of the model's (inputs, labels[, weights]) batches."""
         raise NotImplementedError
 
+    def trainer(self, model, train, validation, config, settings):
+        """(the Keras model that fit trains, its training data, its validation data or
+        None), for `dataset`. Default: `model` on read_train's and read_eval's data. A
+        task may train a part of `model` that shares its trainable layers, on data made
+        for it (NER's head on a frozen encoder's features, computed once); the
+        checkpoints always hold `model`'s weights. Called under the strategy's scope,
+        after `compile`."""
+        return model, train, validation
+
     def monitor(self, settings):
         """(validation metric, "min" or "max") that picks best.weights.h5."""
         return "loss", "min"
@@ -167,15 +176,19 @@ def run(task, config):
                          resolve_jit_compile(config.jit_compile, strategy))
         run_dir.save_task_files(config.output_dir, task.name, settings, encoder.bert_config,
                                 config.vocab_file)
+        validation = task.validation(evaluation) if evaluation is not None else None
+        with strategy.scope():
+            trained, train, validation = task.trainer(model, train, validation, config,
+                                                      settings)
         eval_ds = None
-        if evaluation is not None:
-            eval_ds = task.dataset(task.validation(evaluation), config, settings,
-                                   training=False)
+        if validation is not None:
+            eval_ds = task.dataset(validation, config, settings, training=False)
         else:
             remove_stale_best(config.output_dir)
         metric, mode = task.monitor(settings)
-        fit(model, task.dataset(train, config, settings, training=True), eval_ds, config,
-            num_steps, monitor=f"val_{metric}" if eval_ds is not None else None, mode=mode)
+        fit(trained, task.dataset(train, config, settings, training=True), eval_ds, config,
+            num_steps, monitor=f"val_{metric}" if eval_ds is not None else None, mode=mode,
+            saved=model)
     model.load_weights(run_dir.weights_file(config.output_dir))
 
     results = {}
@@ -212,10 +225,11 @@ def resolve_paths(config):
     """The config with vocab_file / bert_config_file found beside the checkpoint; one
     clear error when neither is found."""
     from bert_tf.checkpoints import vocab_beside
+    from bert_tf.registry import resolve_checkpoint
     base = None
     if config.init_checkpoint:
-        base = config.init_checkpoint if os.path.isdir(config.init_checkpoint) else \
-            os.path.dirname(config.init_checkpoint)
+        local = resolve_checkpoint(config.init_checkpoint)  # a released name: its cache dir
+        base = local if os.path.isdir(local) else os.path.dirname(local)
     bert_config_file = config.bert_config_file
     if bert_config_file is None and base:
         for name in ("bert_config.json", "config.json"):
@@ -300,15 +314,22 @@ def remove_stale_best(output_dir):
 
 
 def fit(model, train_ds, eval_ds, config, num_train_steps, monitor, mode="max",
-        eval_steps=None):
+        eval_steps=None, saved=None):
     """Keras fit with TensorBoard, progress (a bar on a terminal, else a line every 5% of
     the steps), and two checkpoints in output_dir:
     `last.weights.h5` after every epoch and `best.weights.h5` for the best `monitor`
-    (a validation metric name such as "val_accuracy"; mode "max" or "min").
+    (a validation metric name such as "val_accuracy"; mode "max" or "min") of the model
+    `saved` (default: `model`; a task model when fit trains a part of it).
     Returns the Keras History."""
     import keras
 
     from bert_tf.progress import interactive
+    saved = model if saved is None else saved
+
+    class Checkpoint(keras.callbacks.ModelCheckpoint):
+        # fit hands its callbacks the model it trains; the files hold `saved`'s weights.
+        def set_model(self, _):
+            super().set_model(saved)
     epochs_wanted = max(1, int(math.ceil(config.num_train_epochs)))
     steps_per_epoch = max(1, num_train_steps // epochs_wanted)
     epochs = max(1, int(math.ceil(num_train_steps / steps_per_epoch)))
@@ -317,11 +338,11 @@ def fit(model, train_ds, eval_ds, config, num_train_steps, monitor, mode="max",
         # gradients) costs seconds to tens of seconds at the first step; scalars suffice.
         keras.callbacks.TensorBoard(os.path.join(config.output_dir, "logs"),
                                     write_graph=False),
-        keras.callbacks.ModelCheckpoint(os.path.join(config.output_dir, "last.weights.h5"),
-                                        save_weights_only=True),
+        Checkpoint(os.path.join(config.output_dir, "last.weights.h5"),
+                   save_weights_only=True),
     ]
     if eval_ds is not None and monitor:
-        callbacks.append(keras.callbacks.ModelCheckpoint(
+        callbacks.append(Checkpoint(
             os.path.join(config.output_dir, "best.weights.h5"), monitor=monitor, mode=mode,
             save_best_only=True, save_weights_only=True))
     if not interactive():

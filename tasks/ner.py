@@ -2,7 +2,8 @@
 
     python -m tasks.ner --init_checkpoint=MODEL_DIR --output_dir=out \
         --do_train --train_file=eng.train --do_eval --eval_file=eng.testa \
-        --do_predict --predict_file=eng.testb [--feature_based]
+        --do_predict --predict_file=eng.testb \
+        [--feature_based [--feature_layers=sum_last_four] [--feature_head=bilstm]]
 
 Files are CoNLL-2003's four columns (word POS chunk NER), two (word tag), or any other
 number with the word first and the tag last; a file of words alone can be predicted.
@@ -25,8 +26,20 @@ Scores are conlleval's entity-level P/R/F1 (tasks/conlleval.py) on the file's wo
 --do_predict writes `predictions.txt`: every input line with the predicted tag appended
 (so the gold and the prediction are the last two columns, conlleval's input format).
 
---feature_based: the paper's feature-based setting: the encoder is frozen and run without
-dropout, the head reads the concatenation of the last four layers' outputs.
+--feature_based: the paper's feature-based recipe (section 5.3, Table 7): the encoder is
+frozen and runs without dropout; the head reads the layers --feature_layers chooses (the
+embeddings, the second-to-last or last layer, a learned weighted sum of the last four or
+of all layers, or the last four concatenated: the default) and is --feature_head: one
+dense layer (linear, the default) or the paper's two-layer BiLSTM before it (bilstm,
+--feature_lstm_units per direction). The encoder runs once over each file: its features
+are kept in OUTPUT_DIR/feature_cache/ (tasks/frozen_features.py says what the files are
+keyed by), and only the head runs at each step (--cache_features=false: the whole model
+runs, the same numbers).
+
+Why one file: the reader's units, create_features' first pieces and IGNORE labels,
+word_tags' read-back and write_predictions' lines are one path from a file's lines to
+predictions.txt, each step relying on the one before's conventions, and NerTask's hooks
+are that path in order; export/ner.py repeats it in the graph against this one reading.
 """
 
 import collections
@@ -41,8 +54,9 @@ from bert_tf import run_dir
 from bert_tf import words as text_words
 from bert_tf.cli import boolean
 from bert_tf.files import atomic_write
-from bert_tf.task_models import BertTokenClassifier, loss_scaled
-from tasks import common, conlleval, driver
+from bert_tf.task_models import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS, FEATURE_HEADS,
+                                  FEATURE_LAYERS, build_task_model, loss_scaled)
+from tasks import common, conlleval, driver, frozen_features
 
 TASK = "ner"
 DOCSTART = "-DOCSTART-"
@@ -285,19 +299,29 @@ def compile_ner_model(model, optimizer):
 def make_dataset(features, batch_size, training=False, seed=0, with_labels=True,
                  length_batching="off"):
     """tf.data of (inputs, {"logits": tags}) batches; length_batching: a bert_tf.batching
-    mode (the per-token tags are cut with the inputs)."""
+    mode (the per-token tags are cut with the inputs). Features with "frozen" (a frozen
+    encoder's outputs, tasks/frozen_features.py) give the inputs of the model's head
+    alone, {"features", "padding_mask"}, in the batches the token ids would make."""
     import tensorflow as tf
 
     from bert_tf import batching
-    x = {k: features[k] for k in ("token_ids", "segment_ids", "padding_mask")}
-    ds = tf.data.Dataset.from_tensor_slices(
-        (x, {"logits": features["label_ids"]}) if with_labels else x)
-    n = len(features["token_ids"])
-    if training:
-        ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
-    return batching.finish(batching.batch(
-        ds, batch_size, length_batching, x["token_ids"].shape[1],
-        drop_remainder=training and n >= batch_size, seed=seed))
+    n, seq = features["token_ids"].shape
+    if "frozen" in features:
+        ds = frozen_features.rows(features, with_labels, seed if training else None)
+    else:
+        x = {k: features[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+        ds = tf.data.Dataset.from_tensor_slices(
+            (x, {"logits": features["label_ids"]}) if with_labels else x)
+        if training:
+            ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+    ds = batching.batch(ds, batch_size, length_batching, seq,
+                        drop_remainder=training and n >= batch_size, seed=seed)
+    if "frozen" in features:        # batching cut the mask: the features follow it
+        def cut(x, *labels):
+            x = dict(x, features=x["features"][:, :tf.shape(x["padding_mask"])[1]])
+            return (x, *labels) if labels else x
+        ds = ds.map(cut)
+    return batching.finish(ds)
 
 
 # ----------------------------------------------------------------------------- prediction
@@ -375,7 +399,19 @@ def add_flags(parser):
     f("--predict_file", default=None,
       help="CoNLL file to tag (--do_predict); scored too when it has gold tags")
     boolean(parser, "--feature_based",
-            help="freeze the encoder and classify the concatenated last four layers")
+            help="freeze the encoder and train only a head on its layers (the paper's "
+                 "feature-based recipe, section 5.3)")
+    f("--feature_layers", default=DEFAULT_FEATURE_LAYERS,
+      help="with --feature_based, the layers the head reads: " + ", ".join(FEATURE_LAYERS)
+      + " (sum_*: a learned softmax-weighted sum; sum_all: every transformer layer)")
+    f("--feature_head", default="linear",
+      help="with --feature_based: linear (one dense layer) or bilstm (two bidirectional "
+           "LSTM layers, then the dense layer: the paper's)")
+    f("--feature_lstm_units", type=int, default=DEFAULT_LSTM_UNITS,
+      help="--feature_head=bilstm: hidden units per direction (the paper's 768)")
+    boolean(parser, "--cache_features", default=True,
+            help="with --feature_based: run the frozen encoder once per file and keep its "
+                 "features in OUTPUT_DIR/feature_cache/; false: run it at every step")
     parser.set_defaults(max_seq_length=None)
     return parser
 
@@ -396,6 +432,17 @@ class NerConfig(driver.FineTuneConfig):
     eval_file: str = None
     predict_file: str = None
     feature_based: bool = False
+    feature_layers: str = DEFAULT_FEATURE_LAYERS
+    feature_head: str = "linear"
+    feature_lstm_units: int = DEFAULT_LSTM_UNITS
+    cache_features: bool = True
+
+    def feature_settings(self):
+        return {"feature_layers": self.feature_layers, "feature_head": self.feature_head,
+                "feature_lstm_units": self.feature_lstm_units}
+
+
+FEATURE_DEFAULTS = NerConfig("").feature_settings()
 
 
 class NerTask(driver.Task):
@@ -411,6 +458,18 @@ class NerTask(driver.Task):
                            ("do_predict", "predict_file")):
             if getattr(config, flag) and not getattr(config, name):
                 raise ValueError(f"--{flag} needs --{name}")
+        choices = {"feature_layers": FEATURE_LAYERS, "feature_head": FEATURE_HEADS}
+        for name, value in config.feature_settings().items():
+            if name in choices and value not in choices[name]:
+                raise ValueError(f"--{name} must be one of {', '.join(choices[name])}; "
+                                 f"got {value!r}")
+            if value != FEATURE_DEFAULTS[name] and not config.feature_based:
+                raise ValueError(f"--{name}={value} needs --feature_based")
+        if config.feature_lstm_units < 1:
+            raise ValueError(f"--feature_lstm_units must be >= 1, got "
+                             f"{config.feature_lstm_units}")
+        if config.feature_lstm_units != DEFAULT_LSTM_UNITS and config.feature_head != "bilstm":
+            raise ValueError("--feature_lstm_units needs --feature_head=bilstm")
 
     def _length(self, config):
         if config.max_seq_length < 3:
@@ -421,8 +480,14 @@ class NerTask(driver.Task):
         return self._length(config.replace(max_seq_length=config.max_seq_length or 128))
 
     def restore(self, config, saved):
+        trained = {k: saved.get(k, v) for k, v in FEATURE_DEFAULTS.items()}
+        for name, value in config.feature_settings().items():
+            if value not in (FEATURE_DEFAULTS[name], trained[name]):
+                raise ValueError(f"--{name}={value}, but the run in {config.output_dir} "
+                                 f"was trained with {trained[name]}")
         return self._length(config.replace(
             do_lower_case=saved["do_lower_case"], feature_based=saved["feature_based"],
+            **trained,
             max_seq_length=config.max_seq_length or saved["max_seq_length"],
             vocab_file=config.vocab_file or os.path.join(config.output_dir, "vocab.txt")))
 
@@ -438,8 +503,9 @@ class NerTask(driver.Task):
         return len(features["token_ids"])
 
     def settings(self, config, train):
-        return run_dir.token_classifier_settings(self.labels, config.max_seq_length,
-                                                 config.do_lower_case, config.feature_based)
+        return run_dir.token_classifier_settings(
+            self.labels, config.max_seq_length, config.do_lower_case, config.feature_based,
+            **config.feature_settings())
 
     def read_eval(self, config, settings, tokenizer):
         if not config.do_eval:
@@ -451,10 +517,27 @@ class NerTask(driver.Task):
         return evaluation[1]
 
     def build_model(self, encoder, config, settings, train=None):
-        return BertTokenClassifier(encoder, len(settings["labels"]), settings["feature_based"])
+        return build_task_model(TASK, encoder, settings)      # as load_task_model does
 
     def compile(self, model, optimizer, config, jit_compile):
         compile_ner_model(model, optimizer)
+
+    def _cached(self, model, config, features):
+        """(the model to run, its features): with --feature_based and --cache_features,
+        the head alone on the frozen encoder's features (computed once, kept on disk)."""
+        if not (model.feature_based and config.cache_features):
+            return model, features
+        return frozen_features.head_and_features(
+            model, features, os.path.join(config.output_dir, "feature_cache"),
+            config.eval_batch_size)
+
+    def trainer(self, model, train, validation, config, settings):
+        head, train = self._cached(model, config, train)
+        if head is not model:
+            compile_ner_model(head, model.optimizer)
+            if validation is not None:
+                validation = self._cached(model, config, validation)[1]
+        return head, train, validation
 
     def dataset(self, features, config, settings, training):
         return make_dataset(features, driver.batch_size(config, training), training,
@@ -465,6 +548,7 @@ class NerTask(driver.Task):
         conll, features = evaluation
         if conll.columns == 1:
             raise ValueError(f"{config.eval_file}: no gold tags to evaluate (one column)")
+        model, features = self._cached(model, config, features)
         tags = predict_tags(model, conll, features, settings["labels"],
                             config.eval_batch_size, driver.length_batching(config, False))
         return _score("eval", conll, tags)
@@ -472,6 +556,7 @@ class NerTask(driver.Task):
     def predict(self, model, config, settings, tokenizer):
         conll, features, _ = featurize(config.predict_file, tokenizer, settings["labels"],
                                        config.max_seq_length)
+        model, features = self._cached(model, config, features)
         tags = predict_tags(model, conll, features, settings["labels"],
                             config.predict_batch_size, driver.length_batching(config, False))
         write_predictions(os.path.join(config.output_dir, "predictions.txt"), conll, tags)

@@ -21,6 +21,7 @@ the model (bert_tf.BertMultipleChoice) from them and `MultipleChoicePreprocessor
 
 import csv
 import dataclasses
+import io
 import os
 
 import numpy as np
@@ -32,7 +33,7 @@ from bert_tf.files import atomic_write
 from bert_tf.task_models import BertMultipleChoice, loss_scaled
 from tasks import common, driver, glue
 from tasks.keras_metrics import ConfusionMatrixMetric
-from tasks.glue_data import DataError, RowReport, finish_report, numbered_rows
+from tasks.glue_data import DataError, RowReport, finish_report, numbered_rows, read_utf8
 
 TASK = "swag"
 NUM_CHOICES = 4
@@ -58,7 +59,7 @@ def read_swag_csv(path, with_labels=True, policy="skip"):
         raise FileNotFoundError(f"{path}: file not found")
     report = RowReport(path, policy)
     examples = []
-    with open(path, encoding="utf-8-sig", newline="") as f:
+    with io.StringIO(read_utf8(path), newline="") as f:
         reader = csv.reader(f)
         try:
             header = next(reader)

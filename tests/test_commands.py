@@ -43,11 +43,12 @@ FLAGS = {
         task_name test_file text_a_column text_b_column tfds_data_dir tpu
         train_batch_size train_file vocab_file warmup_proportion weight_decay""",
     "tasks.ner": """
-        bert_config_file cpu_devices do_eval do_lower_case do_predict do_train
-        eval_batch_size eval_file feature_based init_checkpoint learning_rate
-        length_batching max_seq_length mixed_precision num_train_epochs output_dir
-        predict_batch_size predict_file seed strategy tpu train_batch_size train_file
-        vocab_file warmup_proportion weight_decay""",
+        bert_config_file cache_features cpu_devices do_eval do_lower_case do_predict
+        do_train eval_batch_size eval_file feature_based feature_head feature_layers
+        feature_lstm_units init_checkpoint learning_rate length_batching max_seq_length
+        mixed_precision num_train_epochs output_dir predict_batch_size predict_file seed
+        strategy tpu train_batch_size train_file vocab_file warmup_proportion
+        weight_decay""",
     "tasks.squad": """
         bert_config_file cpu_devices do_eval do_lower_case do_predict do_train
         doc_stride eval_batch_size init_checkpoint learning_rate length_batching

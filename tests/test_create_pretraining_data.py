@@ -638,6 +638,41 @@ def test_hard_input_is_handled_and_counted(tmp_path, vocab_file):
     assert ex["input_mask"].sum(axis=1).max() == SEQ
 
 
+def test_small_input_never_gives_an_empty_shard(stdlib_corpus, vocab_file, tmp_path):
+    """70 kB in two shards (one default 1 MB block before): both shards hold examples.
+    One short document in four shards: an error naming --num_shards, and no file left."""
+    text = tmp_path / "small.txt"
+    _slice(stdlib_corpus, str(text), 70_000)
+    out = str(tmp_path / "two" / "train")
+    summary = run_cli("--input_file", text, "--output_file", out, "--vocab_file", vocab_file,
+                      "--num_shards", 2, "--num_workers", 1, "--dupe_factor", 1)
+    counts = [shard["examples"] for shard in summary["shards"]]
+    assert len(counts) == 2 and min(counts) > 0, counts
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_text("One short sentence here.\nAnd a second one.\n", encoding="utf-8")
+    out = str(tmp_path / "four" / "train")
+    run_cli("--input_file", tiny, "--output_file", out, "--vocab_file", vocab_file,
+            "--num_shards", 4, "--num_workers", 1, expect=1)
+    assert os.listdir(tmp_path / "four") == []
+
+
+def test_a_line_longer_than_the_cap_is_cut_between_characters(tmp_path):
+    """A line without a newline that fills the read buffer exactly to its cap (as a 5 MB
+    line does with the default 1 MB blocks and 256 kB reads) is cut into whole UTF-8
+    characters; every byte comes back once, in order."""
+    for tail in (b"", "é".encode(), "中".encode(), "😀".encode()):
+        for shift in range(4):   # put the cap before, inside and after a character
+            data = b"a" * (4096 - shift) + ("中文é😀" * 200).encode() + tail
+            path = tmp_path / f"line_{len(tail)}_{shift}.txt"
+            path.write_bytes(data)
+            blocks = list(iter_blocks([str(path)], block_bytes=1024, read_size=1024))
+            joined = b"".join(read_block(b.segments) for b in blocks)
+            assert joined == data + b"\n\n"   # the file's own document break appended
+            for block in blocks:
+                read_block(block.segments).decode("utf-8")   # no character split
+            assert sum(b.lines_cut for b in blocks) >= 1
+
+
 @pytest.mark.parametrize("case", ["empty_input", "blank_input", "no_match", "no_vocab",
                                   "duplicate_token", "no_mask_token", "bad_seq_length",
                                   "bad_prob", "shards_mismatch"])

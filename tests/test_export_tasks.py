@@ -86,6 +86,13 @@ def task_model(task, run):
     return load_task_model(task, run)
 
 
+@functools.lru_cache(maxsize=None)
+def loaded_export(path):
+    """The SavedModel at `path`, loaded once per test session: a load costs seconds and
+    most exports are checked by five tests, which only call its signatures."""
+    return tf.saved_model.load(path)
+
+
 def traced(module):
     """The module's text signature as a traced tf.function, without saving (for variants
     of an exported model: tracing one function costs less than a save)."""
@@ -146,7 +153,7 @@ def python_classify(run, texts_a, texts_b=None):
 
 def test_classification_signatures_equal_keras_and_python(classifier_runs):
     run, path = classifier_runs["pair"]
-    loaded = tf.saved_model.load(path)
+    loaded = loaded_export(path)
     assert set(loaded.signatures) == {"serving_default", "serve_tokenized", "serve_examples"}
     want, inputs = python_classify(run, TEXTS_A, TEXTS_B)
     got = loaded.signatures["serving_default"](text_a=tf.constant(TEXTS_A),
@@ -174,7 +181,7 @@ def test_short_texts_run_at_their_longest_with_the_probabilities_of_max_padding(
     """The text signature cuts padding that no text of the batch reaches; the
     probabilities equal those of the same texts padded to max_seq_length."""
     run, path = classifier_runs["pair"]
-    loaded = tf.saved_model.load(path)
+    loaded = loaded_export(path)
     texts_a = ["the dog", "paris is the capital", "who lives in new york?"]
     texts_b = ["a fox", "", "john smith"]
     want, inputs = python_classify(run, texts_a, texts_b)        # padded to SEQ
@@ -194,7 +201,7 @@ def test_short_texts_run_at_their_longest_with_the_probabilities_of_max_padding(
 def test_classification_hostile_inputs(classifier_runs):
     """Listed inputs -> defined outputs; batch of 0 -> empty outputs; mismatched pair
     sizes and a tf.Example missing a feature -> InvalidArgument."""
-    signatures = tf.saved_model.load(classifier_runs["pair"][1]).signatures
+    signatures = loaded_export(classifier_runs["pair"][1]).signatures
     f = signatures["serving_default"]
     texts = hostile_batch()
     out = f(text_a=texts, text_b=tf.reverse(texts, [0]))
@@ -275,7 +282,7 @@ def python_swag(run, contexts, endings):
 
 def test_swag_signatures_equal_keras_and_python(swag_run):
     run, path = swag_run
-    signatures = tf.saved_model.load(path).signatures
+    signatures = loaded_export(path).signatures
     want, inputs = python_swag(run, CONTEXTS, ENDINGS)
     got = signatures["serving_default"](context=tf.constant(CONTEXTS),
                                         endings=tf.constant(ENDINGS))
@@ -301,7 +308,7 @@ def test_swag_signatures_equal_keras_and_python(swag_run):
 
 
 def test_swag_hostile_inputs(swag_run):
-    f = tf.saved_model.load(swag_run[1]).signatures["serving_default"]
+    f = loaded_export(swag_run[1]).signatures["serving_default"]
     texts = hostile_batch()
     endings = tf.stack([texts, tf.reverse(texts, [0]), tf.roll(texts, 1, 0),
                         tf.fill(tf.shape(texts), "")], axis=1)
@@ -381,7 +388,7 @@ def test_ner_chunks_equal_conlleval():
 
 def test_ner_signatures_equal_keras_and_python(ner_run):
     run, path = ner_run
-    signatures = tf.saved_model.load(path).signatures
+    signatures = loaded_export(path).signatures
     want = python_entities(run, NER_TEXTS)
     got = signatures["serving_default"](text=tf.constant(NER_TEXTS))
     assert entity_rows(got) == want
@@ -406,7 +413,7 @@ def test_ner_signatures_equal_keras_and_python(ner_run):
 
 
 def test_ner_hostile_inputs(ner_run):
-    f = tf.saved_model.load(ner_run[1]).signatures["serving_default"]
+    f = loaded_export(ner_run[1]).signatures["serving_default"]
     texts = hostile_batch()
     out = f(text=texts)
     counts = out["num_entities"].numpy()
@@ -500,7 +507,7 @@ def assert_same_answers(got, want, v2):
 
 def test_squad_signatures_equal_keras_and_python(squad_runs):
     run, path = squad_runs["v1"]
-    signatures = tf.saved_model.load(path).signatures
+    signatures = loaded_export(path).signatures
     want, features = python_squad(run, QUESTIONS, CONTEXTS_SQ)
     assert max(np.bincount(features["example_index"])) >= 5     # windows do overlap
     got = signatures["serving_default"](question=tf.constant(QUESTIONS),
@@ -533,7 +540,7 @@ def test_squad_signatures_equal_keras_and_python(squad_runs):
 
 
 def test_squad_hostile_inputs(squad_runs):
-    f = tf.saved_model.load(squad_runs["v1"][1]).signatures["serving_default"]
+    f = loaded_export(squad_runs["v1"][1]).signatures["serving_default"]
     texts = hostile_batch()
     out = f(question=tf.reverse(texts, [0]), context=texts)
     starts, ends = out["start_char"].numpy(), out["end_char"].numpy()
@@ -705,7 +712,7 @@ def test_serving_doc_examples_match_the_signatures(all_exports):
     requests = doc_requests()
     assert {name for name, *_ in requests} == set(paths)
     assert len(requests) >= 15
-    loaded = {name: tf.saved_model.load(path) for name, path in paths.items()}
+    loaded = {name: loaded_export(path) for name, path in paths.items()}
     for name, signature, inputs, documented in requests:
         fn = loaded[name].signatures[signature]
         spec = fn.structured_input_signature[1]
@@ -729,7 +736,7 @@ def test_exports_carry_tf_serving_warmup_requests(all_exports):
     prediction_log_pb2 = pytest.importorskip("tensorflow_serving.apis.prediction_log_pb2")
     from export.warmup import WARMUP_FILE
     for name, path in all_exports.items():
-        loaded = tf.saved_model.load(path)
+        loaded = loaded_export(path)
         replies = {}
         for record in tf.data.TFRecordDataset(os.path.join(path, WARMUP_FILE)):
             log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
@@ -777,10 +784,14 @@ def c_client(tmp_path_factory):
     lib = tf.sysconfig.get_lib()
     binary = str(tmp_path_factory.mktemp("c_api") / "c_api_serve")
     source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "c_api_serve.c")
-    built = subprocess.run(
-        [compiler, "-O1", "-o", binary, source, "-I" + tf.sysconfig.get_include(),
-         "-L" + lib, "-l:libtensorflow_cc.so.2", "-l:libtensorflow_framework.so.2",
-         "-Wl,-rpath," + lib], capture_output=True, text=True)
+    command = [compiler, "-O1", "-o", binary, source, "-I" + tf.sysconfig.get_include(),
+               "-L" + lib, "-l:libtensorflow_cc.so.2", "-l:libtensorflow_framework.so.2",
+               "-Wl,-rpath," + lib]
+    # GNU ld takes ~10 s to read libtensorflow_cc's symbol tables (~100 MB), gold a few:
+    # gold where the toolchain has it, else the default linker.
+    built = subprocess.run(command + ["-fuse-ld=gold"], capture_output=True, text=True)
+    if built.returncode != 0:
+        built = subprocess.run(command, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-3000:]
     ops = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
     libraries = [os.path.join(ops, f"_{name}.so") for name in TF_TEXT_OPS_LIB
@@ -871,7 +882,7 @@ def test_c_api_client_loads_and_answers_like_python(all_exports, classifier_runs
                                           None, True), str(tmp_path / "stsb"))
     assert len(exports) == 7
     for name, path in sorted(exports.items()):
-        loaded = tf.saved_model.load(path).signatures
+        loaded = loaded_export(path).signatures
         requests = str(tmp_path / f"{name}.requests")
         batches = c_requests(name)
         with tf.io.TFRecordWriter(requests) as writer:

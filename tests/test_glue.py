@@ -651,19 +651,43 @@ def read_results(path):
     return header, [dict(zip(header, line.split("\t"))) for line in lines[1:]]
 
 
+@pytest.fixture(scope="module")
+def topic_run(tmp_path_factory, minilm_dir):
+    """run(pretrained, length_batching) -> output dir of the topic classifier fine-tuned
+    by the CLI at max_seq_length 64 (the sentences take 8-16 pieces); and the held-out
+    (text, topic) rows. Each run is made once per module: MiniLM's with sorted batches
+    (the default) serves both the learning test and the length-batching test, since a
+    CLI run costs ~30 s, most of it building and tracing the model."""
+    data = tmp_path_factory.mktemp("topics")
+    held_out = write_topic_files(data)
+    outputs = {}
+
+    def run(pretrained, length_batching):
+        key = (pretrained, length_batching)
+        if key not in outputs:
+            run_dir = data / length_batching
+            run_dir.mkdir(exist_ok=True)
+            outputs[key] = fine_tune(run_dir, minilm_dir, pretrained, [
+                "--task_name", "custom", "--text_a_column", "text", "--label_column",
+                "topic", "--max_seq_length", "64", "--train_batch_size", "16",
+                "--learning_rate", "1e-4", "--num_train_epochs", "3", "--train_file",
+                str(data / "train.csv"), "--test_file", str(data / "held_out.jsonl"),
+                "--length_batching", length_batching])
+        return outputs[key]
+
+    return run, held_out
+
+
 @pytest.mark.slow
-def test_custom_csv_topics_learn_from_minilm_not_from_random(tmp_path, minilm_dir):
+def test_custom_csv_topics_learn_from_minilm_not_from_random(topic_run):
     """The custom classifier: three named labels from a CSV, 48 training sentences; the
     48 held-out sentences (a JSONL file to predict) use topic words training never
-    shows. Chance is 1/3."""
-    held_out = write_topic_files(tmp_path)
-    argv = ["--task_name", "custom", "--text_a_column", "text", "--label_column", "topic",
-            "--max_seq_length", "16", "--train_batch_size", "16", "--learning_rate", "1e-4",
-            "--num_train_epochs", "3", "--train_file", str(tmp_path / "train.csv"),
-            "--test_file", str(tmp_path / "held_out.jsonl")]
+    shows. Batches sorted by length (the default) are cut to the sentences' 16 pieces.
+    Chance is 1/3."""
+    run, held_out = topic_run
     accuracy = {}
     for name in ("minilm", "random"):
-        out = fine_tune(tmp_path, minilm_dir, name == "minilm", argv)
+        out = run(name == "minilm", "sort")
         saved = json.loads((out / "glue_config.json").read_text())
         assert saved["labels"] == ["food", "sports", "weather"]
         header, rows = read_results(out / "test_results.tsv")
@@ -711,21 +735,14 @@ def test_stsb_regression_learns_from_minilm_not_from_random(tmp_path, minilm_dir
 
 
 @pytest.mark.slow
-def test_length_batching_keeps_held_out_accuracy(tmp_path, minilm_dir):
+def test_length_batching_keeps_held_out_accuracy(topic_run):
     """The topic classifier from MiniLM at max_seq_length 64 (the sentences take 8-16
     pieces): batches grouped by length and cut to their longest (sort, the default, and
     bucket) reach the held-out accuracy of batches padded to 64 (google's way)."""
-    held_out = write_topic_files(tmp_path)
+    run, held_out = topic_run
     accuracy = {}
     for mode in ("off", "sort", "bucket"):
-        run_dir = tmp_path / mode
-        run_dir.mkdir()
-        out = fine_tune(run_dir, minilm_dir, True, [
-            "--task_name", "custom", "--text_a_column", "text", "--label_column", "topic",
-            "--max_seq_length", "64", "--train_batch_size", "16", "--learning_rate", "1e-4",
-            "--num_train_epochs", "3", "--train_file", str(tmp_path / "train.csv"),
-            "--test_file", str(tmp_path / "held_out.jsonl"), "--length_batching", mode])
-        _, rows = read_results(out / "test_results.tsv")
+        _, rows = read_results(run(True, mode) / "test_results.tsv")
         accuracy[mode] = metrics.accuracy([y for _, y in held_out],
                                           [r["prediction"] for r in rows])
     print(f"custom topics held-out accuracy at seq 64: padded to 64 {accuracy['off']:.4f}, "

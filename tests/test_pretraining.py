@@ -228,24 +228,56 @@ def test_multi_worker_matches_one_device(tmp_path, shards, config_file, referenc
     assert not any(n.startswith(".worker") for n in os.listdir(tmp_path))
 
 
-@pytest.mark.slow
-def test_kill_and_resume_gives_the_same_losses(tmp_path, shards, config_file,
-                                              reference_run):
-    out = str(tmp_path)
-    proc = _cli(shards, config_file, out, "--strategy=one_device", popen=True)
-    log = os.path.join(out, "train_log.jsonl")
+def _final_weights(output_dir):
+    from safetensors.numpy import load_file
+    return load_file(os.path.join(output_dir, "hf", "model.safetensors"))
+
+
+def _interrupt(proc, log, after_rows, signal_number):
+    """Sends `signal_number` to a run once `after_rows` steps are in its log."""
     deadline = time.time() + 240
-    # Kill -9 once step 3 is logged: after the checkpoint of step 2, mid-way to step 4.
     while time.time() < deadline and proc.poll() is None:
-        if os.path.exists(log) and len(open(log).read().splitlines()) >= 3:
+        if os.path.exists(log) and len(open(log).read().splitlines()) >= after_rows:
             break
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+        time.sleep(0.01)
+    proc.send_signal(signal_number)
+    return proc.communicate(timeout=240)[0]
+
+
+@pytest.mark.slow
+def test_interrupted_runs_resume_bit_identically_with_dropout(tmp_path, shards):
+    """With dropout on, a run stopped by SIGTERM (saves at its current step, exits 1 with
+    one line) and then by kill -9 (loses the steps since ckpt-N), rerun each time, gives
+    every step's loss and the final weights of an uninterrupted run exactly (the dropout
+    layers' random state is checkpointed with the weights, optimizer and input position)."""
+    config = tmp_path / "dropout_config.json"
+    config.write_text(json.dumps({**TINY, "hidden_dropout_prob": 0.1,
+                                  "attention_probs_dropout_prob": 0.1}))
+    reference, out = str(tmp_path / "reference"), str(tmp_path / "resumed")
+    _cli(shards, str(config), reference, "--strategy=one_device", "--save_checkpoints_steps=4",
+         steps=12)
+    log = os.path.join(out, "train_log.jsonl")
+    run = lambda: _cli(shards, str(config), out, "--strategy=one_device",  # noqa: E731
+                       "--save_checkpoints_steps=4", steps=12, popen=True)
+    proc = run()
+    output = _interrupt(proc, log, 1, signal.SIGTERM)
+    assert proc.returncode == 1, output[-3000:]
+    line = output.strip().splitlines()[-1]
+    saved = len(_losses(out))
+    assert 1 <= saved < 8 and line == (
+        f"error: SIGTERM at step {saved}: saved {os.path.join(out, f'ckpt-{saved}')}; run "
+        f"the same command again to resume from it"), line
+    assert "Traceback" not in output
+    proc = run()
+    _interrupt(proc, log, saved + 1, signal.SIGKILL)
     assert proc.returncode == -signal.SIGKILL
-    result = _cli(shards, config_file, out, "--strategy=one_device")
+    result = _cli(shards, str(config), out, "--strategy=one_device",
+                  "--save_checkpoints_steps=4", steps=12)
     assert "resumed from" in result.stdout
-    np.testing.assert_allclose(_losses(out), _losses(reference_run), rtol=1e-6)
+    np.testing.assert_array_equal(_losses(out), _losses(reference))
+    expected = _final_weights(reference)
+    for name, value in _final_weights(out).items():
+        np.testing.assert_array_equal(value, expected[name], err_msg=name)
 
 
 def test_non_finite_loss_stops_with_the_step(tmp_path, config_file):
@@ -270,16 +302,57 @@ def test_non_finite_loss_stops_with_the_step(tmp_path, config_file):
     assert not tf.train.latest_checkpoint(str(tmp_path / "run"))
 
 
+def test_no_checkpoint_is_written_after_a_diverged_update(tmp_path, shards, config_file):
+    """Resumed with a learning rate that overflows float32: step 3's loss and gradient are
+    finite (computed before its update), its update is not. Nothing is saved after
+    ckpt-2, and the line names ckpt-2 as the last good checkpoint."""
+    out = str(tmp_path / "run")
+    _cli(shards, config_file, out, "--strategy=one_device", steps=2)
+    cmd = [sys.executable, "-m", "bert_tf.run_pretraining", f"--input_file={shards}",
+           f"--output_dir={out}", f"--bert_config_file={config_file}", "--do_train",
+           "--train_batch_size=16", "--max_seq_length=32", "--max_predictions_per_seq=5",
+           "--num_train_steps=6", "--num_warmup_steps=0", "--learning_rate=1e39",
+           "--save_checkpoints_steps=1", "--strategy=one_device"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: step 3: the weights are no longer finite"), line
+    assert line.endswith("last good checkpoint: " + os.path.join(out, "ckpt-2")), line
+    assert tf.train.latest_checkpoint(out).endswith("ckpt-2")
+    assert not any(n.startswith("ckpt-3") for n in os.listdir(out))
+
+
 def test_bad_flags_are_one_line_errors(tmp_path, capsys):
     with pytest.raises(SystemExit):
         parse_args(["--input_file=x", f"--output_dir={tmp_path}", "--preset=tiny"])
     assert "at least one of --do_train or --do_eval" in capsys.readouterr().err
+    base = ["--input_file=x", f"--output_dir={tmp_path}", "--preset=tiny", "--do_train"]
+    for flag, message in (("--learning_rate=0", "--learning_rate must be positive, got 0.0"),
+                          ("--learning_rate=-1", "--learning_rate must be positive"),
+                          ("--learning_rate=nan", "--learning_rate must be positive"),
+                          ("--num_warmup_steps=-1", "--num_warmup_steps must be >= 0"),
+                          ("--train_batch_size=0", "--train_batch_size must be positive")):
+        with pytest.raises(SystemExit) as exit_info:
+            parse_args(base + [flag])
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err, flag
     from bert_tf.run_pretraining import main
     with pytest.raises(SystemExit) as exit_info:
         main([f"--input_file={tmp_path}/none-*.tfrecord", f"--output_dir={tmp_path}",
               "--preset=tiny", "--do_train"])
     assert exit_info.value.code == 1
     assert "--input_file: no file matches" in capsys.readouterr().err
+    # An empty shard (as a 0-byte file) and a directory: refused, never waited on.
+    (tmp_path / "empty.tfrecord").write_bytes(b"")
+    for given, message in ((tmp_path / "empty.tfrecord", "is empty (0 bytes, no records)"),
+                           (tmp_path, "is a directory")):
+        with pytest.raises(SystemExit) as exit_info:
+            main([f"--input_file={given}", f"--output_dir={tmp_path / 'run'}",
+                  "--preset=tiny", "--do_train", "--num_train_steps=2"])
+        assert exit_info.value.code == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
 
 
 def test_fit_step_equals_the_tf_distribute_loop(tmp_path, shards):

@@ -709,12 +709,14 @@ def test_minilm_answers_in_unspaced_chinese_and_random_init_does_not(tmp_path, m
     in random order. Held out: unseen colours, names, places and things. Every answer
     must be an exact substring of its context. Measured: see tasks/README.md."""
     from tests.chinese_data import ZH_QA_HELD_OUT, ZH_QA_TRAIN, write_zh_squad
-    args = _args(max_seq_length=64, max_query_length=16, doc_stride=128)   # one window each
+    # Question and context take up to 37 pieces: one window each at 40.
+    args = _args(max_seq_length=40, max_query_length=16, doc_stride=128)
     train = squad.featurize(write_zh_squad(tmp_path / "train.json", 160, ZH_QA_TRAIN, 1),
                             tokenizer, args, is_training=True)
     examples, contexts, dataset, features, _ = squad.featurize(
         write_zh_squad(tmp_path / "dev.json", 60, ZH_QA_HELD_OUT, 2), tokenizer, args,
         is_training=False)
+    assert len(train[3]["token_ids"]) == 160 and len(features["token_ids"]) == 60
 
     def score(model):
         start, end = squad.predict_logits(model, features, 60)

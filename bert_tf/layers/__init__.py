@@ -1,4 +1,5 @@
 from bert_tf.layers.embeddings import BertEmbeddings
+from bert_tf.layers.scalar_mix import ScalarMix
 from bert_tf.layers.transformer import MASK_LOGIT, TransformerBlock, activation_fn
 
-__all__ = ["BertEmbeddings", "TransformerBlock", "MASK_LOGIT", "activation_fn"]
+__all__ = ["BertEmbeddings", "ScalarMix", "TransformerBlock", "MASK_LOGIT", "activation_fn"]

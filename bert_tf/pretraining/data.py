@@ -41,7 +41,16 @@ def expand_file_patterns(patterns):
         if not matched:
             raise FileNotFoundError(f"--input_file: no file matches {pattern!r}")
         files.extend(matched)
-    return sorted(set(files))
+    files = sorted(set(files))
+    for file in files:
+        # A repeated stream of nothing would wait forever for its first batch.
+        if tf.io.gfile.isdir(file):
+            raise ValueError(f"--input_file: {file} is a directory (give a glob of its "
+                             f"shards, e.g. {file.rstrip('/')}/*.tfrecord)")
+        if tf.io.gfile.stat(file).length == 0:
+            raise ValueError(f"--input_file: {file} is empty (0 bytes, no records); "
+                             f"remove it or write the shards again")
+    return files
 
 
 def parse_batch(serialized, max_seq_length, max_predictions_per_seq):

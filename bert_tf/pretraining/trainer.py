@@ -7,12 +7,16 @@ number of examples) are all-reduced *before* the backward pass, so the summed gr
 exactly the gradient of the global-batch loss whatever the number of replicas or
 micro-batches.
 
-State saved by `tf.train.CheckpointManager`: model, optimizer (slots and step) and the
-input iterator's position, so a run killed at any point resumes with the same losses.
+State saved by `tf.train.CheckpointManager`: model, optimizer (slots and step), the
+dropout layers' random state and the input iterator's position, so a run killed at any
+point resumes with the same losses, bit for bit.
 """
 
+import contextlib
 import json
 import os
+import signal
+import threading
 import time
 
 import keras
@@ -29,6 +33,29 @@ MODEL_INPUTS = ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions
 
 class NonFiniteLossError(RuntimeError):
     pass
+
+
+class Interrupted(RuntimeError):
+    """SIGTERM (preemption) or SIGINT stopped training; a checkpoint was saved first."""
+
+
+@contextlib.contextmanager
+def _stop_requests():
+    """SIGTERM and SIGINT set a flag instead of killing the process, so the loop can save
+    at the end of its current step and stop (a step in flight is not cut short). The
+    previous handlers come back afterwards. `signals` lists what arrived."""
+    signals = []
+    if threading.current_thread() is not threading.main_thread():
+        yield signals  # handlers can only be installed from the main thread
+        return
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    for s in previous:
+        signal.signal(s, lambda number, frame: signals.append(signal.Signals(number).name))
+    try:
+        yield signals
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 class Pretrainer:
@@ -57,6 +84,8 @@ class Pretrainer:
         self._grads_fn = tf.function(self._micro_batch_grads, jit_compile=jit_compile)
         self._train_steps = tf.function(self._train_steps_fn)
         self._eval_step = tf.function(self._eval_step_fn)
+        self._weights_finite = tf.function(lambda: tf.reduce_all(
+            [tf.reduce_all(tf.math.is_finite(v)) for v in self.model.trainable_variables]))
         self.keep_checkpoints = keep_checkpoints
 
     # -- one replica ---------------------------------------------------------------------
@@ -138,6 +167,15 @@ class Pretrainer:
         return self.strategy.experimental_local_results(
             self.strategy.run(replica, args=(batch,)))[0]
 
+    def _checkpoint(self):
+        """What a checkpoint holds. The dropout layers' SeedGenerator states are Keras
+        variables that tf.train.Checkpoint does not reach through the model (they are not
+        weights), so they are added by hand: without them a resumed run draws new dropout
+        masks and its losses drift from the uninterrupted run's."""
+        seeds = [v for v in self.model.variables if "seed_generator_state" in v.path]
+        return tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
+                                   dropout_seeds=seeds)
+
     @property
     def step(self):
         opt = self.optimizer.inner_optimizer if self.loss_scaling else self.optimizer
@@ -161,7 +199,7 @@ class Pretrainer:
         of `batch_size` examples per batch. Returns the per-step metric dicts of this run.
         """
         tf.io.gfile.makedirs(self.output_dir)
-        checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+        checkpoint = self._checkpoint()
         manager = tf.train.CheckpointManager(
             checkpoint, self._checkpoint_dir(), max_to_keep=self.keep_checkpoints,
             checkpoint_name="ckpt")
@@ -190,39 +228,67 @@ class Pretrainer:
         bar = _progress(num_train_steps, start, progress and self._is_chief())
         history = []
         step = start
-        while step < num_train_steps:
-            # Loops end on checkpoint boundaries so saved steps are the same for any
-            # --steps_per_loop.
-            next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
-            n = min(steps_per_loop, num_train_steps - step, next_save - step)
-            t0 = time.perf_counter()
-            values = self._train_steps(iterator, tf.constant(n, tf.int32)).numpy()
-            elapsed = time.perf_counter() - t0
-            for row in values:
-                step += 1
-                m = {k: float(v) for k, v in zip(METRIC_KEYS, row)}
-                if not all(map(_finite, (m["loss"], m["grad_norm"]))):
-                    raise NonFiniteLossError(
-                        f"step {step}: non-finite loss ({m['loss']}) or gradient norm "
-                        f"({m['grad_norm']}); training stopped, last good checkpoint: "
-                        f"{manager.latest_checkpoint or 'none'}")
-                m["step"] = step
-                history.append(m)
-                log.write(m)
-            m["examples_per_second"] = n * self.train_batch_size / elapsed
-            with writer.as_default(step=step):
-                for k, v in m.items():
-                    if k != "step":
-                        tf.summary.scalar(k, v)
-            bar.update(n)
-            bar.set_postfix(loss=f"{m['loss']:.3f}", mlm_acc=f"{m['masked_lm_accuracy']:.3f}",
-                            ex_s=f"{m['examples_per_second']:.0f}")
-            if step % save_checkpoints_steps == 0 or step == num_train_steps:
-                manager.save(checkpoint_number=step)
+        with _stop_requests() as stop:
+            while step < num_train_steps and not stop:
+                step = self._train_loop(iterator, step, num_train_steps,
+                                        save_checkpoints_steps, steps_per_loop, manager,
+                                        log, writer, bar, history)
+            if stop and step < num_train_steps:
+                if step % save_checkpoints_steps:  # else just saved
+                    self._save(manager, step)
+                bar.close()
+                raise Interrupted(
+                    f"{stop[0]} at step {step}: saved {manager.latest_checkpoint}; run the "
+                    f"same command again to resume from it")
         bar.close()
         writer.flush()
         self._cleanup_worker_dir()
         return history
+
+    def _save(self, manager, step):
+        # The step's loss and gradient were finite, but its update may not be: a
+        # checkpoint is written only with finite weights, so a rerun never resumes from a
+        # diverged model.
+        if not bool(self._weights_finite()):
+            raise NonFiniteLossError(
+                f"step {step}: the weights are no longer finite after its update (is "
+                f"--learning_rate too high?); not saved; last good checkpoint: "
+                f"{manager.latest_checkpoint or 'none'}")
+        manager.save(checkpoint_number=step)
+
+    def _train_loop(self, iterator, step, num_train_steps, save_checkpoints_steps,
+                    steps_per_loop, manager, log, writer, bar, history):
+        """One call of the compiled loop (up to steps_per_loop steps), its metrics logged,
+        and the checkpoint when a save step is reached. Returns the new step."""
+        # Loops end on checkpoint boundaries so saved steps are the same for any
+        # --steps_per_loop.
+        next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
+        n = min(steps_per_loop, num_train_steps - step, next_save - step)
+        t0 = time.perf_counter()
+        values = self._train_steps(iterator, tf.constant(n, tf.int32)).numpy()
+        elapsed = time.perf_counter() - t0
+        for row in values:
+            step += 1
+            m = {k: float(v) for k, v in zip(METRIC_KEYS, row)}
+            if not all(map(_finite, (m["loss"], m["grad_norm"]))):
+                raise NonFiniteLossError(
+                    f"step {step}: non-finite loss ({m['loss']}) or gradient norm "
+                    f"({m['grad_norm']}); training stopped, last good checkpoint: "
+                    f"{manager.latest_checkpoint or 'none'}")
+            m["step"] = step
+            history.append(m)
+            log.write(m)
+        m["examples_per_second"] = n * self.train_batch_size / elapsed
+        with writer.as_default(step=step):
+            for k, v in m.items():
+                if k != "step":
+                    tf.summary.scalar(k, v)
+        bar.update(n)
+        bar.set_postfix(loss=f"{m['loss']:.3f}", mlm_acc=f"{m['masked_lm_accuracy']:.3f}",
+                        ex_s=f"{m['examples_per_second']:.0f}")
+        if step % save_checkpoints_steps == 0 or step == num_train_steps:
+            self._save(manager, step)
+        return step
 
     def evaluate(self, dataset, max_eval_steps=None):
         """google's four eval metrics over `dataset` (a tf.data.Dataset of global
@@ -244,8 +310,7 @@ class Pretrainer:
         returns its path or None."""
         latest = tf.train.latest_checkpoint(self.output_dir)
         if latest:
-            tf.train.Checkpoint(model=self.model, optimizer=self.optimizer).restore(
-                latest).expect_partial()
+            self._checkpoint().restore(latest).expect_partial()
         return latest
 
     # -- multi-worker checkpoint placement ----------------------------------------------

@@ -141,9 +141,20 @@ def iter_blocks(paths, block_bytes, input_format="lines", read_size=1 << 18):
         at = buf.rfind(b"\n", 0, cap)
         if at >= 0:
             return at + 1, 1, 0
+        # Not inside a UTF-8 character: back up to a character's first byte. At the end
+        # of buf the next byte is unknown, so the last character is checked whole.
         at = cap
-        while at > 0 and 0x80 <= buf[at] < 0xC0:   # not inside a UTF-8 character
-            at -= 1
+        if at < len(buf):
+            while at > 0 and 0x80 <= buf[at] < 0xC0:
+                at -= 1
+        else:
+            start = at - 1
+            while start > 0 and 0x80 <= buf[start] < 0xC0:
+                start -= 1
+            lead = buf[start]
+            length = 1 if lead < 0x80 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+            if start + length > at:
+                at = start
         return at, 0, 1
 
     def take(n):
