@@ -14,6 +14,10 @@ Input (--input_format): `lines` (google's: one sentence per line, a blank line b
 documents), `paragraphs` (a blank line between documents, sentences found by punctuation),
 `jsonl` (one JSON object per line, a document; its --jsonl_field text is split into
 sentences).
+
+Why one file: this is the command's main process only (flags, which block goes to which
+shard, the shard writer and the summary a rerun resumes from); the algorithm it runs lives
+in bert_tf/pretraining_data/, one module per step.
 """
 
 import argparse

@@ -1,8 +1,8 @@
 """NER's feature-based recipe (the paper's section 5.3, Table 7): BertTokenClassifier's
 layer choices and heads, the frozen features computed once and kept on disk (the same
 results as the encoder run at every step), their cache key, run directories, `.keras`
-files and the SavedModel export of a non-default choice, bad flags, and the choices
-compared from frozen MiniLM.
+files and the NER serving module (export/ner.py) of non-default choices, bad flags, and
+the choices compared from frozen MiniLM.
 
     python -m tests.test_ner_features --heads linear bilstm --lstm_units 768
 
@@ -86,8 +86,8 @@ def test_bilstm_head_ignores_padding_round_trips_and_exports(tmp_path, minilm_di
     choice, and the run's NER serving module (export/ner.py: words cut, texts cut in parts,
     sub-batches by length, all in the graph) finds the entities the Keras model and
     tasks.ner's Python path find. The module's text function is traced, not saved (a
-    SavedModel save and load of it took ~25 s on 2 shared cores; tests/test_export_tasks.py
-    saves and loads the same module over the default head)."""
+    SavedModel save and load of it took about 20 s on 2 shared cores;
+    tests/test_export_tasks.py saves and loads the same module over the default head)."""
     import keras
     import tensorflow as tf
 

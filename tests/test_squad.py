@@ -707,9 +707,14 @@ def test_minilm_answers_in_unspaced_chinese_and_random_init_does_not(tmp_path, m
     full-width punctuation): "what colour is the X?" over a context listing a colour (an
     English word between Chinese characters and full-width marks), a buyer and a place
     in random order. Held out: unseen colours, names, places and things. Every answer
-    must be an exact substring of its context. Measured: see tasks/README.md."""
+    must be an exact substring of its context. Measured: see tasks/README.md; at
+    max_seq_length 40, MiniLM EM 100 and random init 28.3 (20.0-26.7 with the shuffle
+    orders of seeds 2-5)."""
+    import keras
+
     from tests.chinese_data import ZH_QA_HELD_OUT, ZH_QA_TRAIN, write_zh_squad
-    # Question and context take up to 37 pieces: one window each at 40.
+    # Question and context take up to 37 pieces: one window each at 40 (64 only added
+    # padding to every step).
     args = _args(max_seq_length=40, max_query_length=16, doc_stride=128)
     train = squad.featurize(write_zh_squad(tmp_path / "train.json", 160, ZH_QA_TRAIN, 1),
                             tokenizer, args, is_training=True)
@@ -726,6 +731,9 @@ def test_minilm_answers_in_unspaced_chinese_and_random_init_does_not(tmp_path, m
             assert contexts[e.context_index][r["start_char"]:r["end_char"]] == r["text"]
         return squad.evaluate_results(dataset, results, False, 0.0)
 
+    # The shuffle order follows the global seed at the time the dataset is made: set, so
+    # that the scores do not depend on which tests ran before.
+    keras.utils.set_random_seed(1)
     pretrained, random_init = fine_tune_minilm_and_random(
         minilm_dir, BertSpanLabeler, squad.compile_squad_model,
         squad.make_dataset(train[3], 16, training=True, seed=1).repeat(),
