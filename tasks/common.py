@@ -38,6 +38,10 @@ def add_common_flags(parser):
       help="split the CPU into N logical devices (mirrored strategy without accelerators)")
     f("--tpu", default=None)
     f("--seed", type=int, default=12345)
+    f("--save_checkpoints_steps", type=int, default=1000,
+      help="save the resumable training state (OUTPUT_DIR/resume/, also after every "
+           "epoch and on SIGTERM/SIGINT) every N steps; running the same command again "
+           "continues from it")
     f("--length_batching", default="sort", choices=("sort", "bucket", "longest", "off"),
       help="sort: training examples sorted by length within windows of 50 batches, "
            "every batch cut to its longest sequence (a multiple of 8), batches shuffled "
@@ -56,12 +60,14 @@ def parser(description):
 def run(task, config_class, args):
     """`python -m tasks.<name>`: the task run on the config of parsed flags, with the
     commands' exit convention (bert_tf/cli.py)."""
+    from bert_tf.pretraining.trainer import Interrupted
     from tasks import driver
 
     def run_task(a):
         return driver.run(task, config_class.from_args(a))
     # Every task's numeric flags (a task's own ones are skipped by the tasks without them).
-    return run_main(run_task, args, positive=(
+    # Interrupted: SIGTERM or SIGINT stopped training after saving (tasks/resume.py).
+    return run_main(run_task, args, errors=(Interrupted,), positive=(
         "max_seq_length", "train_batch_size", "eval_batch_size", "predict_batch_size",
         "learning_rate", "num_train_epochs", "save_checkpoints_steps", "doc_stride",
         "max_query_length", "n_best_size", "max_answer_length", "feature_lstm_units"),

@@ -3,8 +3,9 @@
     results = driver.run(GlueTask(), GlueConfig(output_dir="runs/mrpc", do_train=True, ...))
 
 `run` owns what every task does the same way: the distribution strategy, the paths
-beside the checkpoint, the encoder, the optimizer, Keras `fit` with TensorBoard and
-best/last checkpoints, loading the chosen weights, evaluation, prediction and
+beside the checkpoint, the encoder, the optimizer, Keras `fit` with TensorBoard,
+best/last checkpoints and a resumable state (a run stopped by SIGTERM or killed resumes
+where it was: tasks/resume.py), loading the chosen weights, evaluation, prediction and
 eval_results.txt. A task (a `Task` subclass in tasks/<name>.py) says only what differs:
 how it reads its files, what its examples become, which model, loss and metrics, and how
 predictions are scored and written. Its settings are a frozen dataclass (`FineTuneConfig`
@@ -16,6 +17,7 @@ register its model in bert_tf/task_models.py's TASK_MODELS if a run directory sh
 exportable. tests/test_driver.py builds one in under 100 lines.
 """
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -53,6 +55,7 @@ class FineTuneConfig:
     seed: int = 12345
     length_batching: str = "sort"
     jit_compile: bool = False
+    save_checkpoints_steps: int = 1000
 
     @classmethod
     def from_args(cls, args):
@@ -187,9 +190,9 @@ def run(task, config):
         else:
             remove_stale_best(config.output_dir)
         metric, mode = task.monitor(settings)
-        fit(trained, task.dataset(train, config, settings, training=True), eval_ds, config,
-            num_steps, monitor=f"val_{metric}" if eval_ds is not None else None, mode=mode,
-            saved=model)
+        fit(trained, lambda: task.dataset(train, config, settings, training=True), eval_ds,
+            config, num_steps, monitor=f"val_{metric}" if eval_ds is not None else None,
+            mode=mode, saved=model)
     run_dir.load_weights(model, run_dir.weights_file(config.output_dir))
 
     results = {}
@@ -200,6 +203,11 @@ def run(task, config):
     if results:
         write_results(os.path.join(config.output_dir, "eval_results.txt"), results)
         task.print_results(results)
+    if config.do_train:
+        # Kept until here: a run killed while it evaluates or predicts skips training
+        # when it is run again.
+        from tasks.resume import remove_resume_state
+        remove_resume_state(config.output_dir)
     return results
 
 
@@ -314,17 +322,28 @@ def remove_stale_best(output_dir):
         os.remove(path)
 
 
-def fit(model, train_ds, eval_ds, config, num_train_steps, monitor, mode="max",
+def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max",
         eval_steps=None, saved=None):
     """Keras fit with TensorBoard, progress (a bar on a terminal, else a line every 5% of
-    the steps), and two checkpoints in output_dir:
-    `last.weights.h5` after every epoch and `best.weights.h5` for the best `monitor`
-    (a validation metric name such as "val_accuracy"; mode "max" or "min") of the model
-    `saved` (default: `model`; a task model when fit trains a part of it).
-    Returns the Keras History."""
+    the steps), each step's logs in output_dir/train_log.jsonl, and two checkpoints in
+    output_dir: `last.weights.h5` after every epoch and `best.weights.h5` for the best
+    `monitor` (a validation metric name such as "val_accuracy"; mode "max" or "min") of
+    the model `saved` (default: `model`; a task model when fit trains a part of it).
+
+    Resumable: every `config.save_checkpoints_steps` steps and at every epoch end the
+    whole training state goes to output_dir/resume/ (tasks/resume.py), and SIGTERM or
+    SIGINT saves it after the current step and raises the pretraining trainer's
+    Interrupted (one line, exit 1). A run that finds that state continues from its step,
+    bit for bit as if never stopped.
+    `train_ds_fn()` makes the training tf.data.Dataset, a new one for each fit call: the
+    iterators of one dataset object may share its shuffles' reshuffling state, so each
+    stream starts from a dataset that nothing has read. Returns the Keras History of
+    the last fit call (None when the saved state says training is done)."""
     import keras
 
+    from bert_tf.pretraining.trainer import _MetricLog, _stop_requests
     from bert_tf.progress import interactive
+    from tasks.resume import ResumeCallback, ResumeState, resume_settings
     saved = model if saved is None else saved
 
     class Checkpoint(keras.callbacks.ModelCheckpoint):
@@ -334,6 +353,7 @@ def fit(model, train_ds, eval_ds, config, num_train_steps, monitor, mode="max",
     epochs_wanted = max(1, int(math.ceil(config.num_train_epochs)))
     steps_per_epoch = max(1, num_train_steps // epochs_wanted)
     epochs = max(1, int(math.ceil(num_train_steps / steps_per_epoch)))
+    total_steps = steps_per_epoch * epochs
     callbacks = [
         # write_graph=False: serializing the train step's graph (the whole encoder and its
         # gradients) costs seconds to tens of seconds at the first step; scalars suffice.
@@ -342,21 +362,90 @@ def fit(model, train_ds, eval_ds, config, num_train_steps, monitor, mode="max",
         Checkpoint(os.path.join(config.output_dir, "last.weights.h5"),
                    save_weights_only=True),
     ]
+    best = None
     if eval_ds is not None and monitor:
-        callbacks.append(Checkpoint(
-            os.path.join(config.output_dir, "best.weights.h5"), monitor=monitor, mode=mode,
-            save_best_only=True, save_weights_only=True))
-    if not interactive():
-        # Keras prints nothing to a file until an epoch ends: a line every few steps.
-        callbacks.append(step_lines(steps_per_epoch * epochs, config.train_batch_size))
-    return model.fit(train_ds.repeat(), validation_data=eval_ds, epochs=epochs,
-                     steps_per_epoch=steps_per_epoch, validation_steps=eval_steps,
-                     callbacks=callbacks, verbose=1 if interactive() else 2)
+        best = Checkpoint(os.path.join(config.output_dir, "best.weights.h5"), monitor=monitor,
+                          mode=mode, save_best_only=True, save_weights_only=True)
+        callbacks.append(best)
+
+    first_ds = train_ds_fn()
+    with fit_reads_only_its_data(model, first_ds.element_spec):
+        state = ResumeState(config.output_dir, model, saved,
+                            resume_settings(config, steps_per_epoch, epochs))
+        start, saved_state = state.restore()
+        if saved_state is not None:
+            print(f"resumed from {state.latest_path} at step {start} of {total_steps}"
+                  + (f" (skipping {start} batches of input)" if start < total_steps else
+                     ": training is done"), flush=True)
+            if start >= total_steps:
+                return None
+            if best is not None and saved_state.get("best") is not None:
+                best.best = saved_state["best"]
+        if not interactive():
+            # Keras prints nothing to a file until an epoch ends: a line every few steps.
+            callbacks.append(step_lines(total_steps, config.train_batch_size, initial=start))
+        log = _MetricLog(os.path.join(config.output_dir, "train_log.jsonl"), start,
+                         enabled=state.chief)
+        tracker = ResumeCallback(state, start, steps_per_epoch, total_steps,
+                                 config.save_checkpoints_steps, best, log)
+        callbacks.append(tracker)   # last: it saves what the checkpoint callbacks updated
+
+        # A run resumed inside epoch e first finishes that epoch (a fit of its remaining
+        # steps, which Keras still numbers from 0), then fits the epochs after it.
+        epoch, done = divmod(start, steps_per_epoch)
+        phases = []
+        if done:
+            phases.append((epoch, steps_per_epoch - done, start))
+            epoch += 1
+        if epoch < epochs:
+            phases.append((epoch, steps_per_epoch, epoch * steps_per_epoch))
+        history = None
+        with _stop_requests() as stop:
+            tracker.stop = stop
+            for i, (first_epoch, steps, skip) in enumerate(phases):
+                train_ds = (first_ds if i == 0 else train_ds_fn()).repeat()
+                if skip:
+                    train_ds = train_ds.skip(skip)
+                last_epoch = first_epoch + 1 if steps < steps_per_epoch else epochs
+                tracker.metrics_from = state.latest_path if steps < steps_per_epoch else None
+                history = model.fit(train_ds, validation_data=eval_ds, epochs=last_epoch,
+                                    initial_epoch=first_epoch, steps_per_epoch=steps,
+                                    validation_steps=eval_steps, callbacks=callbacks,
+                                    verbose=1 if interactive() else 2)
+        # Training is done (a stop asked for in its last step has nothing left to stop): a
+        # rerun that finds this skips training (see run()).
+        state.save(total_steps, finished=True)
+        return history
 
 
-def step_lines(total_steps, batch_size):
+@contextlib.contextmanager
+def fit_reads_only_its_data(model, element_spec):
+    """`model` built for fit (compiled metrics, losses, optimizer) from the training
+    data's element_spec, and fit kept from reading a batch of its own to build it.
+
+    Under a tf.distribute strategy, Keras' fit (and evaluate) first reads one batch from
+    an iterator of its own (`_maybe_symbolic_build`), then trains from a new iterator of
+    the same dataset. The iterators of one dataset share the seed of its shuffles, so
+    where a pipeline reshuffles per pass (a shuffle under the outer repeat: NER's,
+    SQuAD's) the training batches depend on that read: a resumed run, which first skips
+    the batches done, reads other passes there and trains on other batches than the
+    uninterrupted run; and on a small set the read's prefetching can end in another pass
+    from one run to the next. Built here from shapes, nothing reads the data but
+    training, and the metric variables exist before a resumed run restores them."""
+    with model.distribute_strategy.scope():
+        model._symbolic_build(data_batch=element_spec)
+    # Everything is built: Keras' own build step (the read included) has nothing to do.
+    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
+    try:
+        yield
+    finally:
+        del model._maybe_symbolic_build
+
+
+def step_lines(total_steps, batch_size, initial=0):
     """A Keras callback printing one progress line every 5% of the training steps (steps
-    done, loss, examples/s, ETA), for output that is not a terminal."""
+    done, loss, examples/s, ETA), for output that is not a terminal; `initial` steps
+    were done before (a resumed run). It may serve several fit calls of one run."""
     import keras
 
     from bert_tf.progress import LineProgress
@@ -364,7 +453,8 @@ def step_lines(total_steps, batch_size):
     class StepLines(keras.callbacks.Callback):
         def __init__(self):
             super().__init__()
-            self.progress = LineProgress(total_steps, "training", unit="step")
+            self.progress = LineProgress(total_steps, "training", unit="step",
+                                         initial=initial)
 
         def on_train_batch_end(self, batch, logs=None):
             if self.progress.due():
@@ -375,7 +465,8 @@ def step_lines(total_steps, batch_size):
             self.progress.update(1)
 
         def on_train_end(self, logs=None):
-            self.progress.close()
+            if self.progress.n >= total_steps:
+                self.progress.close()
 
     return StepLines()
 

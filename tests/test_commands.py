@@ -40,29 +40,29 @@ FLAGS = {
         bad_rows bert_config_file cpu_devices data_dir dev_file do_eval do_lower_case
         do_predict do_train eval_batch_size has_header init_checkpoint jit_compile
         label_column labels learning_rate length_batching max_seq_length mixed_precision
-        num_train_epochs output_dir predict_batch_size regression seed strategy
-        task_name test_file text_a_column text_b_column tfds_data_dir tpu
+        num_train_epochs output_dir predict_batch_size regression save_checkpoints_steps seed
+        strategy task_name test_file text_a_column text_b_column tfds_data_dir tpu
         train_batch_size train_file vocab_file warmup_proportion weight_decay""",
     "tasks.ner": """
         bert_config_file cache_features cpu_devices do_eval do_lower_case do_predict
         do_train eval_batch_size eval_file feature_based feature_head feature_layers
         feature_lstm_units init_checkpoint learning_rate length_batching max_seq_length
-        mixed_precision num_train_epochs output_dir predict_batch_size predict_file seed
-        strategy tpu train_batch_size train_file vocab_file warmup_proportion
-        weight_decay""",
+        mixed_precision num_train_epochs output_dir predict_batch_size predict_file
+        save_checkpoints_steps seed strategy tpu train_batch_size train_file vocab_file
+        warmup_proportion weight_decay""",
     "tasks.squad": """
         bert_config_file cpu_devices do_eval do_lower_case do_predict do_train
         doc_stride eval_batch_size init_checkpoint learning_rate length_batching
         max_answer_length max_query_length max_seq_length mixed_precision n_best_size
         null_score_diff_threshold num_train_epochs output_dir predict_batch_size
-        predict_file seed strategy tpu train_batch_size train_file
+        predict_file save_checkpoints_steps seed strategy tpu train_batch_size train_file
         version_2_with_negative vocab_file warmup_proportion weight_decay""",
     "tasks.swag": """
         bad_rows bert_config_file cpu_devices data_dir dev_file do_eval do_lower_case
         do_predict do_train eval_batch_size init_checkpoint jit_compile learning_rate
         length_batching max_seq_length mixed_precision num_train_epochs output_dir
-        predict_batch_size seed strategy test_file tpu train_batch_size train_file
-        vocab_file warmup_proportion weight_decay""",
+        predict_batch_size save_checkpoints_steps seed strategy test_file tpu
+        train_batch_size train_file vocab_file warmup_proportion weight_decay""",
 }
 
 

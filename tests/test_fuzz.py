@@ -270,6 +270,7 @@ flag_rows(GLUE, glue, [
     ({"train_batch_size": 0}, "--train_batch_size must be a positive number, got 0"),
     ({"train_batch_size": -8}, "--train_batch_size must be a positive number, got -8"),
     ({"learning_rate": 0}, "--learning_rate must be a positive number, got 0.0"),
+    ({"save_checkpoints_steps": 0}, "--save_checkpoints_steps must be a positive number, got 0"),
     ({"learning_rate": "nan"}, "--learning_rate must be a positive number, got nan"),
     ({"warmup_proportion": 2}, "--warmup_proportion must be a number from 0 to 1"),
     ({"num_train_epochs": -1}, "--num_train_epochs must be a positive number"),

@@ -1,0 +1,228 @@
+"""A fine-tuning run's resumable state and the Keras callback that keeps it.
+
+    state = ResumeState(output_dir, model, saved, resume_settings(config, spe, epochs))
+    start, saved_state = state.restore()      # (0, None) on a fresh run
+
+tasks/driver.py's `fit` saves the state every --save_checkpoints_steps steps, after every
+epoch, and on SIGTERM/SIGINT, then stops with Interrupted (the signal handling and error
+of bert_tf/pretraining/trainer.py, whose loop saves and stops the same way). Run again,
+the same command resumes at the saved step and the rest of the run is the uninterrupted
+one's, bit for bit (tests/test_finetune_resume.py).
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.files import write_json
+from bert_tf.pretraining.trainer import Interrupted
+
+RESUME_DIR = "resume"
+
+# Config fields that say how a run goes, not what it computes: a resumed run may change
+# them. Every other field must be the one of the run that saved the state.
+RESUME_FREE = ("output_dir", "do_eval", "do_predict", "eval_batch_size", "predict_batch_size",
+               "save_checkpoints_steps", "strategy", "cpu_devices", "tpu", "jit_compile")
+
+
+def resume_settings(config, steps_per_epoch, epochs):
+    """What a resumable state must match to be resumed: the training config's fields
+    (all but RESUME_FREE) and the step plan, as JSON values."""
+    values = {k: v for k, v in dataclasses.asdict(config).items() if k not in RESUME_FREE}
+    values.update(steps_per_epoch=steps_per_epoch, epochs=epochs)
+    return json.loads(json.dumps(values, default=str))
+
+
+def remove_resume_state(output_dir):
+    """Deletes output_dir/resume/ (at the end of a run that trained)."""
+    path = os.path.join(output_dir, RESUME_DIR)
+    if "://" in path:
+        if tf.io.gfile.exists(path):
+            tf.io.gfile.rmtree(path)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class ResumeState:
+    """A fine-tuning run's resumable state: output_dir/resume/step-N/ holds `ckpt.*` (a
+    tf.train.Checkpoint of the task model, the model fit trains, the optimizer with its
+    step count, the dropout layers' seed generators and the running training metrics)
+    and `state.json` (step N, the best monitored value so far, resume_settings). The
+    input position is N: the training stream is deterministic given the seed, so a
+    resumed run skips its first N batches.
+
+    Written as step-N.tmp/ and renamed to step-N/ when complete (on gs://, which cannot
+    rename folders, state.json is written last and marks it complete); the older states
+    are deleted after. A kill at any point leaves the last complete state to resume from.
+    Only the chief of a multi-worker cluster writes."""
+
+    def __init__(self, output_dir, model, saved, settings):
+        self.dir = os.path.join(output_dir, RESUME_DIR)
+        self.settings = settings
+        self.latest_path = None
+        self.remote = "://" in self.dir
+        resolver = getattr(model.distribute_strategy, "cluster_resolver", None)
+        task_type = getattr(resolver, "task_type", None)
+        self.chief = task_type in (None, "chief") or (
+            task_type == "worker" and resolver.task_id == 0 and
+            "chief" not in resolver.cluster_spec().as_dict())
+        # The seed generators' states are variables tf.train.Checkpoint does not reach
+        # through the model (they are not weights): without them a resumed run draws
+        # other dropout masks. The metrics' sums make the logged running means match.
+        seeds, seen = [], set()
+        for v in (*saved.variables, *model.variables):
+            if "seed_generator_state" in v.path and id(v) not in seen:
+                seen.add(id(v))
+                seeds.append(v)
+        self.metrics = [v for m in model.metrics for v in m.variables]
+        objects = dict(model=saved, optimizer=model.optimizer, dropout_seeds=seeds,
+                       metrics=self.metrics)
+        if model is not saved:
+            objects["trained"] = model
+        self.checkpoint = tf.train.Checkpoint(**objects)
+
+    def _complete(self):
+        """{step: path} of the complete states."""
+        gfile = tf.io.gfile
+        found = {}
+        if not gfile.isdir(self.dir):
+            return found
+        for name in gfile.listdir(self.dir):
+            name = name.rstrip("/")
+            if name.startswith("step-") and name[5:].isdigit() and \
+                    gfile.exists(os.path.join(self.dir, name, "state.json")):
+                found[int(name[5:])] = os.path.join(self.dir, name)
+        return found
+
+    def restore(self):
+        """Restores the latest complete state, if any -> (its step, its state.json), else
+        (0, None). ValueError when it was saved by a run with other settings or is
+        damaged."""
+        complete = self._complete()
+        if not complete:
+            return 0, None
+        path = complete[max(complete)]
+        with tf.io.gfile.GFile(os.path.join(path, "state.json")) as f:
+            try:
+                state = json.load(f)
+                state["step"]
+            except (ValueError, TypeError, KeyError):
+                raise ValueError(f"{path}/state.json: unreadable resumable state (not the "
+                                 f"JSON of a saved step): delete {self.dir} to start "
+                                 f"over") from None
+        theirs = state.get("settings", {})
+        differ = [k for k in sorted(set(theirs) | set(self.settings))
+                  if theirs.get(k) != self.settings.get(k)]
+        if differ:
+            shown = "; ".join(f"{k}: {theirs.get(k)!r} there, {self.settings.get(k)!r} now"
+                              for k in differ[:3])
+            raise ValueError(f"{path} is the resumable state of a run with other settings "
+                             f"({shown}): run that command again to resume it, or delete "
+                             f"{self.dir} to start over")
+        if not state.get("finished"):
+            try:
+                self.checkpoint.read(
+                    os.path.join(path, "ckpt")).assert_existing_objects_matched()
+            except (tf.errors.OpError, IndexError, AssertionError) as e:
+                reason = "cut short" if isinstance(e, IndexError) else \
+                    "checksum mismatch" if "Checksum does not match" in str(e) else \
+                    e.__class__.__name__
+                raise ValueError(f"{path}: unreadable resumable state ({reason}): delete "
+                                 f"{self.dir} to start over") from None
+        self.latest_path = path
+        return state["step"], state
+
+    def restore_metrics(self, path):
+        """The running metrics of the state at `path` (fit resets them as an epoch
+        begins, so a run resumed inside an epoch puts them back after that)."""
+        tf.train.Checkpoint(metrics=self.metrics).read(
+            os.path.join(path, "ckpt")).expect_partial()
+
+    def save(self, step, best=None, finished=False):
+        """Saves the state at `step` (finished: only state.json, saying training is
+        done) and deletes the older ones -> its path."""
+        final = os.path.join(self.dir, f"step-{step}")
+        if not self.chief:
+            return final
+        gfile = tf.io.gfile
+        work = final if self.remote else final + ".tmp"
+        for path in (work, final):
+            if gfile.exists(path):
+                gfile.rmtree(path)
+        try:
+            gfile.makedirs(work)
+            if not finished:
+                self.checkpoint.write(os.path.join(work, "ckpt"))
+            write_json(os.path.join(work, "state.json"),
+                       {"step": step, "finished": finished, "best": best,
+                        "settings": self.settings})
+            if not self.remote:
+                os.replace(work, final)   # a folder: atomic, as a file's rename is
+        except BaseException:
+            # A full disk or a stop: no half state left (the older state stays).
+            if gfile.exists(work):
+                gfile.rmtree(work)
+            raise
+        for name in gfile.listdir(self.dir):
+            path = os.path.join(self.dir, name.rstrip("/"))
+            if path != final:
+                gfile.rmtree(path) if gfile.isdir(path) else gfile.remove(path)
+        self.latest_path = final
+        return final
+
+
+class ResumeCallback(keras.callbacks.Callback):
+    """Counts the global step from `start`, writes each step's logs to `log` (a JSON-lines
+    writer), saves `state` every `save_steps` steps and after every epoch but the last,
+    and on a requested stop (`self.stop`, _stop_requests' list) saves and raises
+    Interrupted out of fit, so that no validation or epoch-end checkpoint runs on a
+    partial epoch (a stop asked for in an epoch's last step waits for its end). `best`:
+    the ModelCheckpoint whose best value the state keeps, or None. One instance serves
+    every fit call of a run; `metrics_from` (a state's path) puts that state's running
+    metrics back as the next epoch begins (fit has just reset them)."""
+
+    def __init__(self, state, start, steps_per_epoch, total_steps, save_steps, best, log):
+        super().__init__()
+        self.state, self.step, self.log, self.best = state, start, log, best
+        self.steps_per_epoch, self.total_steps = steps_per_epoch, total_steps
+        self.save_steps = save_steps
+        self.stop = []
+        self.metrics_from = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self.metrics_from:
+            self.state.restore_metrics(self.metrics_from)
+            self.metrics_from = None
+
+    def save(self):
+        best = self.best.best if self.best is not None else None
+        return self.state.save(self.step, best=None if best is None else float(best))
+
+    def halt(self):
+        path = self.save()
+        raise Interrupted(f"{self.stop[0]} at step {self.step}: saved {path}; run the "
+                          f"same command again to resume from it")
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        row = {"step": self.step, "epoch": (self.step - 1) // self.steps_per_epoch + 1}
+        row.update({k: float(np.asarray(v)) for k, v in (logs or {}).items()})
+        self.log.write(row)
+        if self.step % self.steps_per_epoch == 0:
+            return   # on_epoch_end saves (and stops) after validation
+        if self.stop:
+            self.halt()
+        if self.step % self.save_steps == 0:
+            self.save()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.step >= self.total_steps:
+            return   # done: fit marks the state finished
+        if self.stop:
+            self.halt()
+        self.save()
