@@ -52,7 +52,8 @@ class ResumeState:
     """A fine-tuning run's resumable state: output_dir/resume/step-N/ holds `ckpt.*` (a
     tf.train.Checkpoint of the task model, the model fit trains, the optimizer with its
     step count, the dropout layers' seed generators and the running training metrics)
-    and `state.json` (step N, the best monitored value so far, resume_settings). The
+    and `state.json` (step N, the best monitored value so far, resume_settings); under
+    several replicas also `metric_parts.*`, each replica's part of the running metrics. The
     input position is N: the training stream is deterministic given the seed, so a
     resumed run skips its first N batches.
 
@@ -80,6 +81,12 @@ class ResumeState:
                 seen.add(id(v))
                 seeds.append(v)
         self.metrics = [v for m in model.metrics for v in m.variables]
+        # Under a strategy with several replicas a metric variable is a sum over
+        # per-replica parts; the checkpoint holds only the sum, and a sum put back in one
+        # part adds the later steps' values in another order (a last-bit difference in
+        # the logged means). The parts are kept too, restored when the replicas match.
+        self.metric_parts = [part for v in self.metrics for part in _replica_parts(v)]
+        self.replicas = model.distribute_strategy.num_replicas_in_sync
         objects = dict(model=saved, optimizer=model.optimizer, dropout_seeds=seeds,
                        metrics=self.metrics)
         if model is not saved:
@@ -142,6 +149,11 @@ class ResumeState:
         begins, so a run resumed inside an epoch puts them back after that)."""
         tf.train.Checkpoint(metrics=self.metrics).read(
             os.path.join(path, "ckpt")).expect_partial()
+        with tf.io.gfile.GFile(os.path.join(path, "state.json")) as f:
+            replicas = json.load(f).get("metric_replicas")
+        if self.metric_parts and replicas == self.replicas:
+            tf.train.Checkpoint(parts=self.metric_parts).read(
+                os.path.join(path, "metric_parts")).assert_existing_objects_matched()
 
     def save(self, step, best=None, finished=False):
         """Saves the state at `step` (finished: only state.json, saying training is
@@ -158,9 +170,13 @@ class ResumeState:
             gfile.makedirs(work)
             if not finished:
                 self.checkpoint.write(os.path.join(work, "ckpt"))
+                if self.metric_parts:
+                    tf.train.Checkpoint(parts=self.metric_parts).write(
+                        os.path.join(work, "metric_parts"))
             write_json(os.path.join(work, "state.json"),
                        {"step": step, "finished": finished, "best": best,
-                        "settings": self.settings})
+                        "settings": self.settings,
+                        "metric_replicas": self.replicas if self.metric_parts else None})
             if not self.remote:
                 os.replace(work, final)   # a folder: atomic, as a file's rename is
         except BaseException:
@@ -174,6 +190,15 @@ class ResumeState:
                 gfile.rmtree(path) if gfile.isdir(path) else gfile.remove(path)
         self.latest_path = final
         return final
+
+
+def _replica_parts(variable):
+    """The per-replica variables of a Keras variable created under a strategy with
+    several replicas (a SyncOnRead metric variable), else ()."""
+    value = getattr(variable, "value", variable)
+    if isinstance(value, tf.distribute.DistributedValues):
+        return tuple(value.values)
+    return ()
 
 
 class ResumeCallback(keras.callbacks.Callback):

@@ -2,7 +2,8 @@
 SIGTERM (it saves after its current step and exits 1 with one line) and then killed with
 kill -9 (it resumes from its last periodic state), each time run again with the same
 command, ends with the per-step log, the weights and the scores of a run never stopped,
-bit for bit, dropout on."""
+bit for bit, dropout on; on one device and under the mirrored strategy (two CPU
+devices)."""
 
 import json
 import os
@@ -36,15 +37,15 @@ def _write_data(folder):
     (folder / "config.json").write_text(json.dumps(TINY))
 
 
-def _start(folder, vocab, out):
+def _start(folder, vocab, out, extra=()):
     """The command in the background, its output in OUT.stdout and OUT.stderr (pipes
-    could fill up while the test waits)."""
+    could fill up while the test waits); `extra`: more flags."""
     cmd = [sys.executable, "-m", "tasks.glue", "--task_name=custom", "--labels=0,1",
            f"--train_file={folder / 'train.tsv'}", f"--dev_file={folder / 'dev.tsv'}",
            f"--bert_config_file={folder / 'config.json'}", f"--vocab_file={vocab}",
            f"--output_dir={out}", "--do_train", "--do_eval", "--max_seq_length=16",
            "--train_batch_size=8", "--num_train_epochs=2", "--learning_rate=1e-3",
-           "--warmup_proportion=0.2", "--save_checkpoints_steps=4"]
+           "--warmup_proportion=0.2", "--save_checkpoints_steps=4", *extra]
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
     with open(f"{out}.stdout", "w") as stdout, open(f"{out}.stderr", "w") as stderr:
         proc = subprocess.Popen(cmd, env=env, stdout=stdout, stderr=stderr, cwd=str(folder))
@@ -86,16 +87,19 @@ def _weights(path):
     return found
 
 
-def test_sigterm_and_kill_9_resume_bit_identically(tmp_path, minilm_dir):
+@pytest.mark.parametrize("extra", [(), ("--strategy=mirrored", "--cpu_devices=2")],
+                         ids=["one_device", "mirrored"])
+def test_sigterm_and_kill_9_resume_bit_identically(tmp_path, minilm_dir, extra):
     _write_data(tmp_path)
+    start = lambda folder, vocab, out: _start(folder, vocab, out, extra)  # noqa: E731
     vocab = os.path.join(minilm_dir, "vocab.txt")
     reference, out = str(tmp_path / "reference"), str(tmp_path / "resumed")
     # The run never stopped goes on beside the stopped ones (2 cores: the runs take the
     # time of startup more than of steps).
-    uninterrupted = _start(tmp_path, vocab, reference)
+    uninterrupted = start(tmp_path, vocab, reference)
 
     # SIGTERM mid-epoch 1: the step in flight ends, its state is saved, one line, exit 1.
-    stdout, stderr = _stop_after(_start(tmp_path, vocab, out), 3, signal.SIGTERM)
+    stdout, stderr = _stop_after(start(tmp_path, vocab, out), 3, signal.SIGTERM)
     stopped = len(_log(out))
     state = os.path.join(out, "resume", f"step-{stopped}")
     errors = [line for line in stderr.splitlines() if line.startswith("error:")]
@@ -109,13 +113,13 @@ def test_sigterm_and_kill_9_resume_bit_identically(tmp_path, minilm_dir):
 
     # Resumed; killed with -9 after the periodic state of step 8 (mid-epoch 2): step 9
     # is logged only after step 8's state is saved.
-    proc = _start(tmp_path, vocab, out)
+    proc = start(tmp_path, vocab, out)
     stdout, stderr = _stop_after(proc, 9, signal.SIGKILL)
     assert proc.returncode == -signal.SIGKILL
     assert f"resumed from {state} at step {stopped} of {STEPS}" in stdout, stdout[-2000:]
     assert os.listdir(os.path.join(out, "resume")) == ["step-8"]
 
-    stdout, stderr = _finish(_start(tmp_path, vocab, out))
+    stdout, stderr = _finish(start(tmp_path, vocab, out))
     assert "resumed from " + os.path.join(out, "resume", "step-8") + " at step 8" in stdout
     stdout_ref, stderr_ref = _finish(uninterrupted)
     assert uninterrupted.returncode == 0, stderr_ref[-3000:]
