@@ -153,10 +153,15 @@ def pad_to_width(x, width, axis, value=0):
 # One model call costs about this many tokens of work besides its tokens (the weights are
 # read once per call: ~30 ms for BERT-base fp32 on 2 CPU cores, ~32 tokens' worth).
 CALL_OVERHEAD_TOKENS = 32
+# At most this many tokens (rows x width) go into one model call: the activations of a
+# call grow with it (BERT-base at width 384: ~60 KB a token, ~0.5 GB a call), so a request
+# of thousands of windows (a long SQuAD context) runs in calls of bounded memory. The
+# per-call overhead is then under 0.5% of a full call.
+MAX_CALL_TOKENS = 8192
 
 
 def run_by_length(fn, features, per_token=(), overhead_tokens=CALL_OVERHEAD_TOKENS,
-                  multiple=MULTIPLE):
+                  multiple=MULTIPLE, max_call_tokens=MAX_CALL_TOKENS):
     """fn(features) on length-sorted sub-batches, each cut to its own longest sequence;
     in the graph (serving signatures).
 
@@ -164,8 +169,10 @@ def run_by_length(fn, features, per_token=(), overhead_tokens=CALL_OVERHEAD_TOKE
     text cost the batch its width. Here examples are sorted by length and split where it
     pays: from each start, the sub-batch that minimises (overhead_tokens + rows x width)
     per row is taken, so equal lengths stay one call and a few long texts get calls of
-    their own. Real tokens attend only to real tokens, so the outputs equal one call on
-    the whole batch padded to its width.
+    their own; no call takes more than max_call_tokens tokens (rows x examples' sequences
+    x width; at least one row), so memory does not grow with the batch. Real tokens
+    attend only to real tokens, so the outputs equal one call on the whole batch padded
+    to its width.
 
     features: {name: [batch, ..., seq]}; fn returns {name: [rows, ...]}. Outputs come
     back in the input order; those named in `per_token` (a token axis where the features
@@ -181,11 +188,17 @@ def run_by_length(fn, features, per_token=(), overhead_tokens=CALL_OVERHEAD_TOKE
     rows_per_example = tf.cast(tf.reduce_prod(tf.shape(mask)[1:-1]), tf.float32)  # SWAG: C
 
     def chunk(i):
-        """[i, j) and its width: the sub-batch from i with the least cost per row."""
-        j = tf.range(i + 1, n + 1)
+        """[i, j) and its width: the sub-batch from i with the least cost per row, within
+        max_call_tokens (only those ends are scored, so a long batch costs linear time)."""
+        # Widths ascend, so rows of the width at i bound how far a call can reach.
+        narrowest = tf.cast(tf.gather(tf.concat([widths, [multiple]], 0), i), tf.float32)
+        room = tf.cast(max_call_tokens, tf.float32) / (rows_per_example * narrowest)
+        last = tf.minimum(n, i + tf.maximum(1, tf.cast(room, tf.int32)))
+        j = tf.range(i + 1, last + 1)
         rows = tf.cast(j - i, tf.float32)
-        cost = (overhead_tokens + rows * rows_per_example *
-                tf.cast(tf.gather(widths, j - 1), tf.float32)) / rows
+        tokens = rows * rows_per_example * tf.cast(tf.gather(widths, j - 1), tf.float32)
+        cost = tf.where((tokens > max_call_tokens) & (j > i + 1), float("inf"),
+                        (overhead_tokens + tokens) / rows)
         end = tf.cond(n > i, lambda: i + 1 + tf.argmin(cost, output_type=tf.int32),
                       lambda: n)
         w = tf.cond(end > i, lambda: tf.gather(widths, end - 1), lambda: multiple)

@@ -25,7 +25,8 @@ import sys
 
 import tensorflow as tf
 
-from bert_tf.cli import ArgumentParser, boolean, run_main
+from bert_tf import file_patterns
+from bert_tf.cli import ArgumentParser, boolean, check_not_inputs, run_main
 from bert_tf.files import atomic_write, text_line
 from bert_tf.progress import progress_bar
 
@@ -54,12 +55,12 @@ def _utf8(data):
 
 
 def expand_files(input_file):
-    """Comma-separated file names or globs -> sorted existing files; ValueError otherwise."""
+    """Comma-separated file names or globs -> sorted existing files; ValueError otherwise.
+    A path that exists as written is taken literally; globs skip side files
+    (bert_tf/file_patterns.py)."""
     files = []
-    for pattern in (p.strip() for p in input_file.split(",")):
-        if not pattern:
-            continue
-        matches = sorted(tf.io.gfile.glob(pattern))
+    for pattern in file_patterns.split_patterns([p.strip() for p in input_file.split(",")]):
+        matches = file_patterns.match(pattern, tf.io.gfile.glob, tf.io.gfile.exists)
         if not matches:
             raise FileNotFoundError(f"{pattern}: no such file (no file matches it)")
         for path in matches:
@@ -220,6 +221,8 @@ def write_vocab(vocab, output_file):
 def run(args):
     """Learns and writes the vocabulary of the flags; returns it (a list of tokens)."""
     files = expand_files(args.input_file)
+    check_not_inputs([("output_file", args.output_file)],
+                     [("--input_file", path) for path in files])
     if all(tf.io.gfile.stat(f).length == 0 for f in files):
         raise ValueError(f"{args.input_file}: empty (no text to learn from)")
     vocab = build_vocab(files, args.vocab_size, args.do_lower_case, args.output_file,

@@ -40,6 +40,7 @@ import zipfile
 import numpy as np
 
 from bert_tf.config import BertConfig
+from bert_tf.files import usual_mode
 from bert_tf.registry import resolve_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -784,6 +785,7 @@ def write_hf_checkpoint(model, directory, vocab_file=None):
             raise
         raise OSError(int(number.group(1)), os.strerror(int(number.group(1))), weights) \
             from None
+    usual_mode(weights)
     with open(os.path.join(directory, HF_CONFIG_NAME), "w", encoding="utf-8") as f:
         json.dump(hf_config_dict(encoder.bert_config, pretrainer is not None), f,
                   indent=2, sort_keys=True)

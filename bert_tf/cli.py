@@ -21,11 +21,14 @@ Exit convention, the same for every command:
 """
 
 import argparse
+import contextlib
 import math
 import os
 import re
 import shutil
 import sys
+
+from bert_tf.output_lock import OutputLock, tf_config_chief
 
 # --mixed_precision / --dtype name -> Keras dtype policy.
 DTYPES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
@@ -81,6 +84,22 @@ def check_flags(args, positive=(), non_negative=(), fractions=(), finite=()):
             raise ValueError(f"--{name} must be {expected}, got {value}")
 
 
+# What one packed sequence must hold beside the texts' tokens, by the number of texts:
+# [CLS] A [SEP] (one text), [CLS] A [SEP] B [SEP] (a pair).
+SEQUENCE_LAYOUTS = {1: "[CLS] A [SEP]", 2: "[CLS] A [SEP] B [SEP]"}
+
+
+def check_seq_length(value, texts=1, flag="--max_seq_length"):
+    """ValueError naming the command's flag when `value` leaves no room for one token of
+    each of `texts` texts beside [CLS] and their [SEP]s (3 for one text, 5 for a pair):
+    shorter, every example would hold special tokens alone. Commands call it before any
+    work, so the line names what the user typed, not BertPacker's `seq_length`."""
+    least = 1 + 2 * texts
+    if value is not None and value < least:
+        raise ValueError(f"{flag} must be >= {least} ({SEQUENCE_LAYOUTS[texts]} with one "
+                         f"token of each text), got {value}")
+
+
 def error_message(error):
     """The one line a bad input is reported as: an OSError the system raised as
     `path: reason`, anything else as its text, white space (newlines too) folded."""
@@ -104,13 +123,22 @@ def check_keras_backend():
             f"{backend} the models train with Keras fit(): see docs/backends.md")
 
 
-def run_main(run, args, errors=(), keras=True, positive=(), non_negative=(), fractions=()):
+# The flags that name what a command writes: each is locked while the command runs.
+OUTPUT_FLAGS = ("output_dir", "work_dir", "output", "output_file")
+
+
+def run_main(run, args, errors=(), keras=True, positive=(), non_negative=(), fractions=(),
+             lock=OUTPUT_FLAGS):
     """`run(args)`, returned as is; a bad input (BAD_INPUT, or one of `errors`) becomes the
     line `error: <message>` on stderr and SystemExit(1). See the module docstring.
     `keras`: the command builds Keras models, so Keras must run on TensorFlow.
     `positive`, `non_negative`, `fractions`: the command's numeric flags and their ranges,
     checked before any work (check_flags); NaN and infinity are refused in every float
-    flag of every command."""
+    flag of every command.
+    `lock`: the output flags whose paths this command owns while it runs
+    (bert_tf/output_lock.py): a second command writing one of them stops with one line
+    naming this one. Only the chief of a multi-worker cluster locks (the workers share
+    the run's folder)."""
     new_dirs = _new_output_dirs(args)
     try:
         floats = tuple(name for name, value in vars(args).items()
@@ -118,7 +146,10 @@ def run_main(run, args, errors=(), keras=True, positive=(), non_negative=(), fra
         check_flags(args, positive, non_negative, fractions, finite=floats)
         if keras:
             check_keras_backend()
-        return run(args)
+        with contextlib.ExitStack() as held:
+            for flag, path in _locked_outputs(args, lock):
+                held.enter_context(OutputLock(path, f"--{flag}"))
+            return run(args)
     except BAD_INPUT + tuple(errors) as e:
         _remove_empty(new_dirs)
         print(f"error: {error_message(e)}", file=sys.stderr, flush=True)
@@ -152,6 +183,45 @@ def system_error_line(error):
         return None
     text = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", text)   # TensorFlow's op prefix
     return re.sub(r"\s*\[Op:\w+\]$", "", text)
+
+
+def _locked_outputs(args, flags):
+    """(flag, path) of each of `flags` that `args` sets to a local path; none on a worker
+    of a multi-worker cluster that is not its chief. A comma-separated --output_file
+    (create_pretraining_data's shard list) is locked by its first name."""
+    if args is None or not tf_config_chief():
+        return []
+    found = []
+    for flag in flags:
+        path = getattr(args, flag, None)
+        if isinstance(path, str) and path and "://" not in path:
+            found.append((flag, path.split(",")[0] if flag == "output_file" else path))
+    return found
+
+
+def check_not_inputs(outputs, inputs):
+    """ValueError when a path a command is about to write is one of its inputs (the same
+    file, through a link or another spelling too) or a folder it replaces that holds one:
+    writing it would destroy what the command reads. `outputs`, `inputs`: (flag, path)
+    pairs; an output path that does not exist yet is no input."""
+    def same(a, b):
+        try:
+            return os.path.samefile(a, b)
+        except OSError:
+            return False
+    for out_flag, out in outputs:
+        if not out or "://" in out or not os.path.exists(out):
+            continue
+        for in_flag, path in inputs:
+            if not path or "://" in path:
+                continue
+            inside = os.path.isdir(out) and os.path.realpath(path).startswith(
+                os.path.realpath(out) + os.sep)
+            if same(out, path) or inside:
+                what = "holds" if inside else "is"
+                raise ValueError(
+                    f"--{out_flag}={out} {what} the input {in_flag}={path}: writing it "
+                    f"would destroy the input; choose another --{out_flag}")
 
 
 def _new_output_dirs(args):

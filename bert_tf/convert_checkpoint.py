@@ -13,7 +13,7 @@ import glob
 import os
 
 from bert_tf import registry
-from bert_tf.cli import ArgumentParser, boolean, run_main
+from bert_tf.cli import ArgumentParser, boolean, check_not_inputs, run_main
 
 
 def parse_args(argv=None):
@@ -64,6 +64,10 @@ def convert(input_path, output, output_format, input_format="auto", bert_config_
             os.path.isdir(output) and not os.listdir(output)):
         raise FileExistsError(f"{output}: already exists (pass --overwrite to replace it)")
     input_path = registry.resolve_checkpoint(input_path, log=log)
+    # --overwrite replaces the whole --output folder: never the one being read.
+    check_not_inputs([("output", output)], [("--input", input_path),
+                                            ("--bert_config_file", bert_config_file),
+                                            ("--vocab_file", vocab_file)])
 
     from bert_tf import checkpoints
     from bert_tf.encoder import BertEncoder

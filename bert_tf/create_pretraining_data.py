@@ -28,14 +28,17 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 
 # This module runs in the main process and (re-imported) in spawned workers. Neither may
 # import TensorFlow (pretraining_data/tokenizer.py says why); the main process does not
 # even import numpy: it only reads, dispatches and writes, and stays small.
+from bert_tf import file_patterns
 from bert_tf.pretraining_data import inputs
-from bert_tf.cli import ArgumentParser, boolean, run_main
+from bert_tf.cli import ArgumentParser, boolean, check_not_inputs, check_seq_length, run_main
 from bert_tf.files import write_json
 from bert_tf.pretraining_data.pool import WorkerError
 
@@ -44,6 +47,37 @@ PROG = "python -m bert_tf.create_pretraining_data"
 
 class InputError(ValueError):
     """Bad flags or input: reported as one line, exit status 1."""
+
+
+class Stopped(Exception):
+    """SIGTERM or SIGINT stopped the run (one line, exit status 1): complete shards are
+    kept, the rest is redone by the same command."""
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """SIGTERM (a stopped job or VM) and SIGINT (Ctrl-C) raise Stopped in this process,
+    so the run's cleanup runs: workers killed, temporary files removed. A second signal
+    is ignored, so it cannot cut that cleanup short. Outside the main thread (a caller's
+    own thread) signals cannot be caught and nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    names = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT"}
+    previous = {number: signal.getsignal(number) for number in names}
+
+    def stop(number, frame):
+        for other in names:
+            signal.signal(other, signal.SIG_IGN)
+        raise Stopped(names[number])
+
+    for number in names:
+        signal.signal(number, stop)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 
@@ -106,8 +140,8 @@ def parse_args(argv=None):
 
 def check_args(args):
     """Raises InputError (one line) on flags the algorithm cannot run with."""
+    check_seq_length(args.max_seq_length, texts=2)
     rules = [
-        (args.max_seq_length >= 5, "--max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP])"),
         (args.max_predictions_per_seq >= 1, "--max_predictions_per_seq must be >= 1"),
         (0.0 < args.masked_lm_prob <= 1.0, "--masked_lm_prob must be in (0, 1]"),
         (0.0 <= args.short_seq_prob <= 1.0, "--short_seq_prob must be in [0, 1]"),
@@ -123,10 +157,11 @@ def check_args(args):
 
 
 def expand_inputs(patterns):
-    """Comma-separated globs -> files (sorted within each glob, globs in order)."""
+    """Comma-separated globs -> files (sorted within each glob, globs in order); a path
+    that exists as written is taken literally, and globs skip side files (file_patterns)."""
     files = []
-    for pattern in (p for p in patterns.split(",") if p):
-        matched = sorted(glob.glob(pattern))
+    for pattern in file_patterns.split_patterns(patterns):
+        matched = file_patterns.match(pattern)
         if not matched:
             raise InputError(f"--input_file: no file matches {pattern!r}")
         for path in matched:
@@ -216,6 +251,27 @@ def read_previous(summary_path, shards, config):
         if path and os.path.isfile(path) and os.path.getsize(path) == entry.get("bytes"):
             done[path] = dict(entry, path=path)
     return done
+
+
+def check_no_stale_shards(output_file, summary_path, shards):
+    """InputError when the summary beside the shards lists shards of an earlier run that
+    this run would not write over (another --num_shards): left there, they would be read
+    with the new ones by the same glob, two sets of examples mixed without a word."""
+    try:
+        with open(summary_path, encoding="utf-8") as f:
+            previous = json.load(f)
+        listed = [str(entry.get("path")) for entry in previous.get("shards", [])]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return
+    ours = {os.path.abspath(p) for p in shards}
+    stale = [p for p in listed if os.path.abspath(p) not in ours and os.path.isfile(p)]
+    if stale:
+        more = f" and {len(stale) - 1} more" if len(stale) > 1 else ""
+        raise InputError(
+            f"--output_file={output_file}: "
+            f"{stale[0]}{more} are shards of an earlier run with another --num_shards "
+            f"(listed in {summary_path}), which a glob of the new shards would also read; "
+            f"delete them or choose another --output_file")
 
 
 def append_file(src_path, dst):
@@ -378,6 +434,10 @@ def run(args):
     except ValueError as e:
         raise InputError(str(e)) from None
     shards, summary_path = shard_paths(args.output_file, args.num_shards)
+    check_not_inputs([("output_file", path) for path in shards + [summary_path]],
+                     [("--input_file", path) for path in files] +
+                     [("--vocab_file", args.vocab_file)])
+    check_no_stale_shards(args.output_file, summary_path, shards)
     for path in shards + [summary_path]:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     settings = inputs.Settings(
@@ -405,14 +465,7 @@ def run(args):
         # the blocks are read, the same for every run.
         return min(n_shards - 1, offset * n_shards // total)
 
-    pool = None
-    # No more processes than blocks (each costs ~70 MB); the output does not depend on it.
-    processes = min(args.num_workers, -(-total // block_bytes))
-    if processes > 1 and len(done) < n_shards:
-        # Started first: the workers import numpy while this process finds the blocks.
-        from bert_tf.pretraining_data.pool import WorkerPool
-        pool = WorkerPool(processes - 1, settings)
-    writer = ShardWriter(shards, done, summary_path, config, total, args.quiet)
+    pool = writer = None
     # Blocks in input order: [block, shard, part path, counts or None while running].
     # Parts go to their shard strictly in this order, whichever finishes first.
     waiting = collections.deque()
@@ -425,43 +478,64 @@ def run(args):
         while waiting and waiting[0][3] is not None:
             writer.add(*waiting.popleft())
 
-    # --num_workers N: this process and N - 1 worker processes share the blocks. This one
-    # takes a block whenever the workers' queues are full, so no process sits idle just
-    # dispatching (and the tree holds one interpreter less).
-    try:
-        for block in inputs.iter_blocks(files, block_bytes, args.input_format):
-            shard = shard_of(block.offset)
-            if shards[shard] in done:
-                writer.skip(block)
-                continue
-            # Bounded: at most a few blocks ahead of the oldest unfinished one, so part
-            # files on disk stay few whatever the input size.
-            while len(waiting) >= 3 * processes:
+    finished = False
+    with stop_on_signals():
+        try:
+            # No more processes than blocks (each costs ~70 MB); the output does not
+            # depend on it.
+            processes = min(args.num_workers, -(-total // block_bytes))
+            if processes > 1 and len(done) < n_shards:
+                # Started first: the workers import numpy while this process finds blocks.
+                from bert_tf.pretraining_data.pool import WorkerPool
+                pool = WorkerPool(processes - 1, settings)
+            writer = ShardWriter(shards, done, summary_path, config, total, args.quiet)
+            # --num_workers N: this process and N - 1 worker processes share the blocks.
+            # This one takes a block whenever the workers' queues are full, so no process
+            # sits idle just dispatching (and the tree holds one interpreter less).
+            for block in inputs.iter_blocks(files, block_bytes, args.input_format):
+                shard = shard_of(block.offset)
+                if shards[shard] in done:
+                    writer.skip(block)
+                    continue
+                # Bounded: at most a few blocks ahead of the oldest unfinished one, so
+                # part files on disk stay few whatever the input size.
+                while len(waiting) >= 3 * processes:
+                    collect(wait=True)
+                part = f"{shards[shard]}.tmp-part{block.index:07d}"
+                entry = [block, shard, part, None]
+                waiting.append(entry)
+                job = (block.index, block.segments, part)
+                if pool is not None and pool.has_room():
+                    by_index[block.index] = entry
+                    pool.submit(job)
+                else:
+                    from bert_tf.pretraining_data import worker   # numpy: only when here
+                    entry[3] = worker.run_job(settings, job)
+                collect(wait=False)
+            while waiting:
                 collect(wait=True)
-            part = f"{shards[shard]}.tmp-part{block.index:07d}"
-            entry = [block, shard, part, None]
-            waiting.append(entry)
-            job = (block.index, block.segments, part)
-            if pool is not None and pool.has_room():
-                by_index[block.index] = entry
-                pool.submit(job)
-            else:
-                from bert_tf.pretraining_data import worker   # numpy: only when working here
-                entry[3] = worker.run_job(settings, job)
-            collect(wait=False)
-        while waiting:
-            collect(wait=True)
-        if pool is not None:
-            pool.close()
-            pool = None
-        summary = writer.finish()
-    finally:
-        writer.close()
-        if pool is not None:
-            pool.close(kill=True)
-        for entry in waiting:       # parts of blocks not in their shard yet: redone on resume
-            if os.path.exists(entry[2]):
-                os.remove(entry[2])
+            if pool is not None:
+                pool.close()
+                pool = None
+            summary = writer.finish()
+            finished = True
+        except Stopped as e:
+            complete = len(writer.entries) if writer is not None else len(done)
+            raise Stopped(f"{e}: stopped; {complete} of {n_shards} shard(s) complete, run "
+                          f"the same command again to resume") from None
+        finally:
+            if writer is not None:
+                writer.close()
+            if pool is not None:
+                pool.close(kill=True)
+            if not finished:
+                # The workers are gone (killed and waited for): no part file appears any
+                # more. A rerun redoes every shard not complete from its first block and
+                # needs none of the temporary files, which go (a block interrupted between
+                # its shard and its part file included).
+                for path in shards:
+                    if path not in (writer.entries if writer is not None else done):
+                        remove_temporaries(path)
     empty = [p for p in shards if writer.entries.get(p, {}).get("examples") == 0]
     if summary["examples"] == 0 or empty:
         for path in shards + [summary_path]:
@@ -513,7 +587,7 @@ def main(argv=None):
     """Returns the run's summary; a bad input or a file or worker failure is one
     `error: ...` line and exit status 1 (bert_tf/cli.py)."""
     args = parse_args(argv)
-    summary = run_main(run, args, errors=(OSError, WorkerError), keras=False)
+    summary = run_main(run, args, errors=(OSError, WorkerError, Stopped), keras=False)
     print_summary(summary, shard_paths(args.output_file, args.num_shards)[1])
     return summary
 

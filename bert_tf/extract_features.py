@@ -26,7 +26,7 @@ import sys
 
 import numpy as np
 
-from bert_tf.cli import ArgumentParser, boolean, run_main
+from bert_tf.cli import ArgumentParser, boolean, check_not_inputs, check_seq_length, run_main
 from bert_tf.files import atomic_write, read_text
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -163,13 +163,16 @@ def main(argv=None):
 
 def run(args):
     from bert_tf.checkpoints import load_encoder, vocab_beside
-    from bert_tf.tokenization import BertTokenizer, check_vocab_fits
+    from bert_tf.tokenization import (BertTokenizer, check_case_matches_vocab,
+                                      check_vocab_fits)
     if not args.init_checkpoint:
         raise ValueError("--init_checkpoint is required")
-    if args.max_seq_length < 3:
-        raise ValueError(f"--max_seq_length must be >= 3, got {args.max_seq_length}")
+    check_seq_length(args.max_seq_length)
     vocab_file = vocab_beside(args.init_checkpoint, args.vocab_file)
+    check_not_inputs([("output_file", args.output_file)],
+                     [("--input_file", args.input_file), ("--vocab_file", vocab_file)])
     parse_layers(args.layers)             # the format, before the slow loading
+    check_case_matches_vocab(vocab_file, args.do_lower_case)
     examples = read_examples(args.input_file)
     if not examples:
         raise ValueError(f"{args.input_file}: empty file (expected one example per line)")

@@ -56,6 +56,15 @@ def atomic_copy(src, dst):
         shutil.copyfileobj(source, target, 1 << 20)
 
 
+def usual_mode(path):
+    """Gives the file `path` the mode a plain open() would have (0666 less the umask):
+    writers that go through a private temporary file (safetensors' is 0600) would
+    otherwise leave a file that a serving account cannot read."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
+
+
 def write_json(path, value, indent=2, sort_keys=True, ensure_ascii=False):
     """`value` as JSON (json.dump's options) and a final newline, atomically."""
     with atomic_write(path) as f:

@@ -124,3 +124,30 @@ class LineProgress:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def step_lines(total_steps, batch_size, initial=0):
+    """A Keras callback printing one progress line every 5% of the training steps (steps
+    done, loss, examples/s, ETA), for output that is not a terminal; `initial` steps
+    were done before (a resumed run). It may serve several fit calls of one run."""
+    import keras
+
+    class StepLines(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.progress = LineProgress(total_steps, "training", unit="step",
+                                         initial=initial)
+
+        def on_train_batch_end(self, batch, logs=None):
+            if self.progress.due():
+                # Reading the loss waits for the step: only when a line is printed.
+                rate = self.progress.rate(1) * batch_size
+                self.progress.set_postfix(loss=f"{float(logs['loss']):.4f}",
+                                          examples_per_s=f"{rate:.1f}")
+            self.progress.update(1)
+
+        def on_train_end(self, logs=None):
+            if self.progress.n >= total_steps:
+                self.progress.close()
+
+    return StepLines()

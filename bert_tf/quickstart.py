@@ -11,17 +11,21 @@
 6. fill-mask   predictions for a few sentences
 
 Every stage's output lands under --work_dir, and a stage whose output already exists is
-skipped, so an interrupted quickstart resumes where it stopped.
+skipped, so an interrupted quickstart resumes where it stopped. What each stage was made
+from (the corpus's bytes, the flags that shape it) is kept in --work_dir; a rerun whose
+--corpus or flags differ from what a stage already made is refused before anything is
+written, instead of mixing the two.
 """
 
 import argparse
 import collections
+import hashlib
 import json
 import os
 import time
 
-from bert_tf.cli import ArgumentParser, DTYPES, run_main
-from bert_tf.files import atomic_write, read_text
+from bert_tf.cli import ArgumentParser, DTYPES, check_seq_length, run_main
+from bert_tf.files import atomic_write, read_text, write_json
 
 SENTENCES = (
     "Return the [MASK] of the list.",
@@ -29,6 +33,100 @@ SENTENCES = (
     "Raise a [MASK] if the file does not exist.",
     "The default [MASK] is None.",
 )
+
+
+# What the stages were made from, kept in --work_dir (see StageRecord).
+SETTINGS_FILE = "quickstart_settings.json"
+DEFAULT_CORPUS = "Python standard library docstrings"
+# Stage -> (the flags its output depends on besides those of the stages before it, the
+# files in --work_dir that show it was started).
+STAGES = (
+    ("corpus split", ("corpus",), ("corpus.txt", "train.txt", "heldout.txt")),
+    ("vocab", ("vocab_size",), ("vocab.txt",)),
+    ("shards", ("max_seq_length", "max_predictions_per_seq", "dupe_factor"),
+     ("train.tfrecord", "train.tfrecord.summary.json", "heldout.tfrecord",
+      "heldout.tfrecord.summary.json")),
+    # steps_per_loop only groups steps (the same numbers come out), so it may change.
+    ("model", ("preset", "train_batch_size", "learning_rate", "num_train_steps",
+               "mixed_precision"), ("bert_config.json", "model")),
+)
+
+
+def corpus_identity(corpus):
+    """What the corpus split is made from: None for the default corpus (written into
+    --work_dir once), else the file's path, size and sha256 (the bytes decide, wherever
+    the file lies)."""
+    if corpus is None:
+        return None
+    digest = hashlib.sha256()
+    with open(corpus, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return {"path": os.path.abspath(corpus), "bytes": os.path.getsize(corpus),
+            "sha256": digest.hexdigest()}
+
+
+def _same(name, made, now):
+    if name == "corpus" and made is not None and now is not None:
+        return (made.get("bytes"), made.get("sha256")) == (now["bytes"], now["sha256"])
+    return made == now
+
+
+def _shown(name, value):
+    if name != "corpus":
+        return f"--{name}={value}"
+    return DEFAULT_CORPUS + " (no --corpus)" if value is None else f"--corpus={value['path']}"
+
+
+class StageRecord:
+    """--work_dir/quickstart_settings.json: the flags each started stage was made with
+    (a stage is recorded when it starts, so an interrupted one counts too). `check`
+    compares a rerun with it before anything is written; `start` adds a stage."""
+
+    def __init__(self, work_dir, flags):
+        self.work_dir, self.flags = work_dir, flags
+        self.path = os.path.join(work_dir, SETTINGS_FILE)
+        self.started, self.made = [], {}
+
+    def check(self):
+        """ValueError (one line) when a stage already made was made from another corpus
+        or with other flags, or when --work_dir holds a quickstart's files without the
+        record of what they were made from. Returns the stages that will be reused."""
+        work = self.work_dir
+        advice = f"choose another --work_dir or delete {work}"
+        if os.path.exists(self.path):
+            try:
+                with open(self.path, encoding="utf-8") as f:
+                    record = json.load(f)
+                self.started, self.made = list(record["stages"]), dict(record["flags"])
+            except (ValueError, KeyError, TypeError):
+                raise ValueError(f"{self.path}: not a quickstart settings record (damaged?): "
+                                 f"what {work} was made from is unknown; {advice}") from None
+        elif any(os.path.exists(os.path.join(work, name))
+                 for _, _, outputs in STAGES for name in outputs):
+            raise ValueError(f"--work_dir={work} holds a quickstart's files but no "
+                             f"{SETTINGS_FILE} saying what they were made from; {advice}")
+        differ = [name for stage_name, names, _ in STAGES if stage_name in self.started
+                  for name in names if not _same(name, self.made.get(name), self.flags[name])]
+        if differ:
+            name = differ[0]
+            made, now = self.made.get(name), self.flags[name]
+            what = f"from {_shown(name, made)}" if name == "corpus" else \
+                f"with {_shown(name, made)}"
+            if name == "corpus" and made and now and made["path"] == now["path"]:
+                what += f" as it was then ({made['bytes']:,} bytes; it has changed)"
+            more = f" (and {len(differ) - 1} more flag(s) differ)" if len(differ) > 1 else ""
+            raise ValueError(f"{_shown(name, now)}: {work} was made {what}{more}; {advice}")
+        return list(self.started)
+
+    def start(self, stage_name):
+        """Records `stage_name` and its flags before the stage writes anything."""
+        if stage_name in self.started:
+            return
+        names = next(names for name, names, _ in STAGES if name == stage_name)
+        self.made.update({name: self.flags[name] for name in names})
+        self.started.append(stage_name)
+        write_json(self.path, {"stages": self.started, "flags": self.made})
 
 
 def stage(title):
@@ -106,16 +204,23 @@ def _softmax(x):
 def run(args):
     """Every stage; returns 0. A stage's command that fails has printed its `error: ...`
     line and raised SystemExit(1), which ends the quickstart with it."""
-    if args.max_seq_length < 5:
-        raise ValueError("--max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP]), got "
-                         f"{args.max_seq_length}")
-    if args.corpus:
-        read_text(args.corpus)      # a missing, binary or non-UTF-8 corpus stops here
+    check_seq_length(args.max_seq_length, texts=2)
+    # A missing, binary, non-UTF-8 or empty corpus stops here, before anything is written.
+    if args.corpus and not read_text(args.corpus).strip():
+        raise ValueError(f"--corpus: {args.corpus}: empty (no text)")
+    flags = {name: getattr(args, name) for _, names, _ in STAGES for name in names}
+    flags["corpus"] = corpus_identity(args.corpus)
+    record = StageRecord(args.work_dir, flags)
+    reused = record.check()         # a rerun with another corpus or flags stops here
     os.makedirs(args.work_dir, exist_ok=True)
     path = lambda name: os.path.join(args.work_dir, name)  # noqa: E731
     started = time.time()
+    if reused:
+        print(f"reusing from {args.work_dir} (made from the same corpus and flags): "
+              f"{', '.join(reused)}", flush=True)
 
-    stage("1/6 corpus: Python standard library docstrings")
+    stage(f"1/6 corpus: {args.corpus or DEFAULT_CORPUS}")
+    record.start("corpus split")
     corpus = args.corpus or path("corpus.txt")
     if not args.corpus and not os.path.exists(corpus):
         from bert_tf.corpus import write_corpus
@@ -127,6 +232,7 @@ def run(args):
 
     stage("2/6 vocab: WordPiece from the training documents")
     vocab = path("vocab.txt")
+    record.start("vocab")
     if not os.path.exists(vocab):
         from bert_tf import build_vocab
         build_vocab.main([f"--input_file={path('train.txt')}", f"--output_file={vocab}",
@@ -135,6 +241,7 @@ def run(args):
 
     stage("3/6 shards: masked-LM + next-sentence examples")
     from bert_tf import create_pretraining_data
+    record.start("shards")
     for name, dupe in (("train", args.dupe_factor), ("heldout", 1)):
         create_pretraining_data.main([
             f"--input_file={path(name + '.txt')}",
@@ -147,6 +254,7 @@ def run(args):
     from bert_tf.config import BertConfig
     config = BertConfig.preset(args.preset, vocab_size=_count_lines(vocab))
     config_file = path("bert_config.json")
+    record.start("model")
     config.to_json_file(config_file)
     from bert_tf import run_pretraining
     output_dir = path("model")
@@ -187,8 +295,7 @@ def run(args):
         "unigram_baseline_token": tokenizer.vocab[top],
         "minutes": (time.time() - started) / 60,
     }
-    with open(path("quickstart_results.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    write_json(path("quickstart_results.json"), summary, sort_keys=False)
     print(f"\nheld-out masked-LM accuracy {summary['heldout_masked_lm_accuracy']:.3f} vs "
           f"unigram baseline {baseline:.3f} (always '{tokenizer.vocab[top]}'); "
           f"next-sentence accuracy {summary['heldout_next_sentence_accuracy']:.3f}; "

@@ -27,7 +27,9 @@ HF base alone, as it does for huggingface_hub.
 
 Cache. `$BERT_TF_CACHE`, default `$XDG_CACHE_HOME/bert_tf` (`~/.cache/bert_tf`):
 
-    checkpoints/NAME/        complete checkpoints, ready to load; present = complete
+    checkpoints/NAME/        complete checkpoints, ready to load (a folder there that
+                             lacks its files was not made by a download: an empty one
+                             is downloaded anew, another is refused, named for deletion)
     downloads/RELATIVE_PATH  files on their way (`.part` while incomplete)
 
 A download resumes its `.part` file with an HTTP Range request (a server that answers
@@ -68,6 +70,8 @@ HF_FILES = "hf files"       # files of an HF hub repository, fetched one by one
 GOOGLE_BASE = "https://storage.googleapis.com/bert_models"
 HF_BASE = "https://huggingface.co"
 HF_FILE_NAMES = ("config.json", "model.safetensors", "vocab.txt")
+# What an unpacked google zip must hold besides its weights' data shard.
+GOOGLE_FILES = ("bert_model.ckpt.index", "bert_config.json", "vocab.txt")
 
 CHUNK = 1 << 20
 TIMEOUT_S = 60           # a stalled connection fails after this long without data
@@ -259,14 +263,17 @@ def fetch(name, log=None):
         raise UnknownCheckpointError(f"{name}: not a known checkpoint name; known names: "
                                      f"{_compact_names()}")
     final = checkpoint_dir(entry)
-    if os.path.isdir(final):
+    if os.path.isdir(final) and not _missing_files(entry, final):
         return final
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     try:
         os.makedirs(os.path.dirname(final), exist_ok=True)
         with _lock(os.path.join(cache_dir(), "downloads", entry.name + ".lock")):
-            if os.path.isdir(final):  # another process finished it meanwhile
-                return final
+            if os.path.isdir(final):
+                missing = _missing_files(entry, final)
+                if not missing:   # another process finished it meanwhile
+                    return final
+                _clear_stale_entry(name, final, missing)
             if entry.kind == GOOGLE_ZIP:
                 _fetch_google(entry, name, final, log)
             else:
@@ -278,6 +285,31 @@ def fetch(name, log=None):
         raise DownloadError(f"{name}: could not write the cache {cache_dir()} ({reason}); "
                             "set BERT_TF_CACHE to a writable directory") from None
     return final
+
+
+def _missing_files(entry, directory):
+    """The files `entry`'s cache folder must hold that `directory` lacks (none: complete).
+    A download only ever renames a complete folder into place, so a folder that lacks
+    one was made some other way: by hand, or by an older copy of this cache."""
+    names = GOOGLE_FILES if entry.kind == GOOGLE_ZIP else \
+        tuple(os.path.basename(f.path) for f in entry.files)
+    present = set(os.listdir(directory))
+    missing = [n for n in names if n not in present]
+    if entry.kind == GOOGLE_ZIP and not any(n.startswith("bert_model.ckpt.data-")
+                                            for n in present):
+        missing.append("bert_model.ckpt.data-*")
+    return missing
+
+
+def _clear_stale_entry(name, final, missing):
+    """An empty folder where a checkpoint belongs is removed, to be downloaded anew (it
+    holds nothing to lose); one holding other files is someone's: DownloadError saying
+    which folder to delete."""
+    if os.listdir(final):
+        raise DownloadError(f"{name}: the cache folder {final} is incomplete (no "
+                            f"{', '.join(missing)}): delete that folder and run again to "
+                            f"download {name}")
+    os.rmdir(final)
 
 
 @contextlib.contextmanager
@@ -341,11 +373,10 @@ def _fetch_google(entry, name, final, log):
 
 def _google_root(directory):
     """The folder of an unpacked zip holding the checkpoint: itself or its one subfolder."""
-    wanted = ("bert_model.ckpt.index", "bert_config.json", "vocab.txt")
     candidates = [directory] + [os.path.join(directory, d) for d in os.listdir(directory)
                                 if os.path.isdir(os.path.join(directory, d))]
     for candidate in candidates:
-        if all(os.path.isfile(os.path.join(candidate, w)) for w in wanted):
+        if all(os.path.isfile(os.path.join(candidate, w)) for w in GOOGLE_FILES):
             return candidate
     return None
 

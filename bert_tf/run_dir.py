@@ -132,11 +132,44 @@ def save_task_model(model, output_dir, vocab_file, max_seq_length, do_lower_case
     """
     task, config = task_config(model, max_seq_length, do_lower_case, labels, **settings)
     save_task_files(output_dir, task, config, model.encoder.bert_config, vocab_file)
-    final = os.path.join(output_dir, "last.weights.h5")
-    tmp = os.path.join(output_dir, ".last.tmp.weights.h5")   # Keras wants .weights.h5
-    model.save_weights(tmp)
-    os.replace(tmp, final)
+    save_weights(model, os.path.join(output_dir, "last.weights.h5"))
     return output_dir
+
+
+def save_weights(model, path):
+    """model.save_weights(path), by way of a temporary file renamed onto `path` when
+    complete. A reader of `path` (an export while training goes on) never sees half a
+    file, and never blocks the writer: HDF5 locks the file it opens, and the writer's is
+    a new one. A failure names `path` (h5py's own errors name no file)."""
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".{name[:-len('.weights.h5')]}.tmp.weights.h5")  # Keras
+    try:                                                 # wants the .weights.h5 ending
+        model.save_weights(tmp)
+        os.replace(tmp, path)
+    except BaseException as e:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        if isinstance(e, (OSError, RuntimeError, ValueError)):
+            reason = (str(e).splitlines() or [type(e).__name__])[0]
+            raise OSError(f"{path}: could not write the weights ({reason})") from None
+        raise
+
+
+def WeightsCheckpoint(model, path, **options):  # noqa: N802  (makes a Keras callback)
+    """keras.callbacks.ModelCheckpoint(path, save_weights_only=True, **options) that
+    saves `model` (whatever model fit trains: a task may train a part of it) through
+    save_weights: the file is replaced whole, never left half-written."""
+    import keras
+
+    class Saver:   # what ModelCheckpoint saves through: it calls only save_weights
+        def save_weights(self, filepath, overwrite=True):
+            save_weights(model, filepath)
+
+    class Checkpoint(keras.callbacks.ModelCheckpoint):
+        def set_model(self, _):     # fit hands over the model it trains
+            super().set_model(Saver())
+
+    return Checkpoint(path, save_weights_only=True, **options)
 
 
 def read_task_config(output_dir, task):

@@ -16,7 +16,7 @@ also written in google's TF1 format (output_dir/google) and HF's (output_dir/hf)
 
 import os
 
-from bert_tf.cli import ArgumentParser, DTYPES, boolean, run_main
+from bert_tf.cli import ArgumentParser, DTYPES, boolean, check_seq_length, run_main
 from bert_tf.files import write_results as write_eval_results  # google's eval_results.txt
 
 
@@ -78,17 +78,110 @@ def parse_args(argv=None):
     return args
 
 
-def build(args, strategy):
+# What a run's checkpoints were made with, kept as OUTPUT_DIR/RUN_SETTINGS: a resumed run
+# must have the same. Flags that say how a run goes, not what it computes, may change.
+RUN_SETTINGS = "pretraining_settings.json"
+RESUME_FREE = ("output_dir", "do_train", "do_eval", "eval_input_file", "eval_batch_size",
+               "max_eval_steps", "save_checkpoints_steps", "keep_checkpoints",
+               "steps_per_loop", "strategy", "cpu_devices", "tpu", "tpu_zone", "gcp_project",
+               "jit_compile", "length_batching", "skip_corrupt_records", "vocab_file",
+               # Read once, by the first run (a resumed run starts from its checkpoint):
+               "init_checkpoint",
+               # Where the model came from; the model itself is compared (bert_config).
+               "bert_config_file", "preset")
+
+
+# Everything a run writes in its --output_dir: the loop's TensorBoard folder, step log,
+# checkpoints and the scratch folders of multi-worker saves (pretraining/trainer.py),
+# then the model's config, the run's settings, the exported copies and eval results.
+RUN_OUTPUTS = ("train", "train_log.jsonl", "checkpoint", "ckpt-*", ".worker_*",
+               "bert_config.json", RUN_SETTINGS, "google", "hf", "eval_results.txt")
+
+
+def load_config(args):
+    from bert_tf.config import BertConfig
+    return BertConfig.from_json_file(args.bert_config_file) if args.bert_config_file \
+        else BertConfig.preset(args.preset)
+
+
+def run_settings(args, config, train_files):
+    """The settings a resumed run must share with the run that wrote the checkpoints: the
+    model (bert_config), every flag not in RESUME_FREE (shapes, batch, schedule,
+    optimizer, precision, seed, shuffling) and the training shards it streams, as JSON
+    values."""
+    import dataclasses
+    import json
+    values = {k: v for k, v in sorted(vars(args).items()) if k not in RESUME_FREE}
+    values["input_file"] = [os.path.abspath(f) for f in train_files]
+    values["bert_config"] = dataclasses.asdict(config)
+    return json.loads(json.dumps(values))   # as read back from the file
+
+
+def check_resume(args, settings):
+    """ValueError, before anything is written, when --output_dir holds the checkpoints of
+    a run with other settings: resuming them would mix two runs (or fail deep inside
+    TensorFlow on a shape). A run without a checkpoint yet has nothing to resume."""
+    import json
+    latest = tf_latest(args.output_dir)
+    if latest is None:
+        return
+    path = os.path.join(args.output_dir, RUN_SETTINGS)
+    theirs = None
+    if os.path.exists(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                theirs = json.load(f)
+        except ValueError:
+            raise ValueError(f"{path}: not valid JSON (the settings of the run whose "
+                             f"checkpoints {args.output_dir} holds)") from None
+    else:   # a run from before the settings were kept: its model at least must match
+        config_path = os.path.join(args.output_dir, "bert_config.json")
+        if os.path.exists(config_path):
+            import dataclasses
+
+            from bert_tf.config import BertConfig
+            theirs = json.loads(json.dumps({"bert_config": dataclasses.asdict(
+                BertConfig.from_json_file(config_path))}))
+    if theirs is None:
+        return
+    now = settings if "input_file" in theirs else {"bert_config": settings["bert_config"]}
+    if not args.do_train:   # evaluating: only the model must be the checkpoints' model
+        theirs, now = {"bert_config": theirs.get("bert_config")}, \
+            {"bert_config": settings["bert_config"]}
+    differ = []
+    for key in sorted(set(theirs) | set(now)):
+        a, b = theirs.get(key), now.get(key)
+        if key == "bert_config" and a != b:
+            fields = sorted(k for k in set(a or {}) | set(b or {})
+                            if (a or {}).get(k) != (b or {}).get(k))
+            differ += [f"bert_config {k}: {(a or {}).get(k)!r} there, {(b or {}).get(k)!r} now"
+                       for k in fields]
+        elif key == "input_file" and a != b:
+            differ.append(f"--input_file: {len(a or [])} shard(s) there, other "
+                          f"{len(b or [])} now")
+        elif a != b:
+            differ.append(f"--{key}: {a!r} there, {b!r} now")
+    if differ:
+        raise ValueError(
+            f"--output_dir={args.output_dir} holds checkpoints ({os.path.basename(latest)}) "
+            f"of a run with other settings ({'; '.join(differ[:3])}"
+            f"{f'; {len(differ) - 3} more' if len(differ) > 3 else ''}): run that command "
+            f"again to resume it, or choose another --output_dir")
+
+
+def write_run_settings(output_dir, settings):
+    from bert_tf.files import write_json
+    write_json(os.path.join(output_dir, RUN_SETTINGS), settings)
+
+
+def build(args, strategy, config):
     """Model + optimizer under the strategy's scope (init_checkpoint loaded if any)."""
     import keras
 
     from bert_tf import checkpoints
-    from bert_tf.config import BertConfig
     from bert_tf.pretraining.model import BertPretrainer
     from bert_tf.pretraining.optimization import create_optimizer
 
-    config = BertConfig.from_json_file(args.bert_config_file) if args.bert_config_file \
-        else BertConfig.preset(args.preset)
     if args.vocab_file:
         from bert_tf.tokenization import check_vocab_fits
         check_vocab_fits(args.vocab_file, config.vocab_size)
@@ -123,8 +216,13 @@ def run(args):
     from bert_tf.pretraining.distribution import create_strategy
     from bert_tf.pretraining.trainer import Pretrainer
 
-    train_files = expand_file_patterns(args.input_file)
-    eval_files = expand_file_patterns(args.eval_input_file or args.input_file)
+    check_seq_length(args.max_seq_length, texts=2)
+    # What a run writes in --output_dir is never one of its inputs, though a glob such as
+    # --input_file='DIR/train*' with --output_dir=DIR matches it once written: without
+    # this, the run's own resume would read other "shards" than its first start did.
+    own = [os.path.join(args.output_dir, name) for name in RUN_OUTPUTS]
+    train_files = expand_file_patterns(args.input_file, skip=own)
+    eval_files = expand_file_patterns(args.eval_input_file or args.input_file, skip=own)
     # Before any work: shards that are not TFRecord files, cut, damaged, or written for
     # other lengths stop here with one line naming the file and byte offset.
     damaged = check_shards(
@@ -132,17 +230,22 @@ def run(args):
                    (eval_files if args.do_eval else []))),
         args.max_seq_length, args.max_predictions_per_seq, args.skip_corrupt_records)
     skipped = sum(len(shard.skipped) for shard in damaged.values())
+    config = load_config(args)
+    settings = run_settings(args, config, train_files)
+    check_resume(args, settings)
     strategy = create_strategy(args.strategy, args.tpu, args.tpu_zone, args.gcp_project,
                                args.cpu_devices)
     print(f"strategy: {type(strategy).__name__} with {strategy.num_replicas_in_sync} "
           f"replica(s); {len(train_files)} training file(s)", flush=True)
     os.makedirs(args.output_dir, exist_ok=True)
-    config, model, optimizer = build(args, strategy)
+    config, model, optimizer = build(args, strategy, config)
     trainer = Pretrainer(strategy, model, optimizer, args.output_dir, args.train_batch_size,
                          args.gradient_accumulation_steps, args.jit_compile,
                          args.keep_checkpoints)
     if trainer._is_chief():
         config.to_json_file(os.path.join(args.output_dir, "bert_config.json"))
+        if args.do_train:
+            write_run_settings(args.output_dir, settings)
 
     if args.do_train:
         def dataset_fn(ctx, batch_size, skip_batches):

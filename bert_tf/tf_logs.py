@@ -4,7 +4,9 @@
 file descriptor 2 from C++ static initialisers ("All log messages before
 absl::InitializeLog() is called...", the oneDNN and CUDA-stub notices), before any log
 level applies; on a machine without an NVIDIA driver the first op adds "failed call to
-cuInit". None of it is actionable, and every command printed it twice.
+cuInit", and with oneDNN's kernels on the first int64 Transpose in a graph adds a
+once-per-process "oneDNN supports DT_INT64 only on platforms with AVX-512" notice. None
+of it is actionable, and every command printed it twice.
 
 `install()` (called by `import bert_tf`) sets TF_CPP_MIN_LOG_LEVEL=2 (TensorFlow's C++
 warnings and info off, errors kept) and puts a one-shot import hook in front of the
@@ -33,9 +35,23 @@ class _QuietLoader(importlib.abc.Loader):
             self.loader.exec_module(module)
             if not os.path.exists("/proc/driver/nvidia"):
                 module.config.list_physical_devices()
+            _spend_int64_notice(module)
 
     def __getattr__(self, name):   # get_code, get_source, is_package... of the real one
         return getattr(self.loader, name)
+
+
+def _spend_int64_notice(tf):
+    """With oneDNN's kernels on (bert_tf turns them on), the first graph op on int64
+    that oneDNN could rewrite (a Transpose) logs, once per process and at ERROR level,
+    "oneDNN supports DT_INT64 only on platforms with AVX-512. Falling back to the default
+    Eigen-based implementation": a notice, not an error, and it landed before a
+    command's own one-line `error:`. One such op here, while descriptor 2 is muted,
+    spends it (about 20 ms)."""
+    try:
+        tf.function(tf.transpose)(tf.zeros([2, 3], tf.int64))   # a 1x1 one is folded away
+    except Exception:  # noqa: BLE001  a quieter start-up is not worth a failed import
+        pass
 
 
 class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):

@@ -30,6 +30,8 @@ exact path's tables; kept together, one reading shows that they cannot drift apa
 
 import functools
 import os
+import re
+import sys
 import unicodedata
 
 import numpy as np
@@ -104,13 +106,51 @@ def load_vocab(vocab_file):
 def check_vocab_fits(vocab_file, vocab_size):
     """ValueError naming `vocab_file` when it has more tokens than a model's `vocab_size`
     (the model has no embedding for the extra ids: a vocabulary of another model). Fewer
-    tokens are fine: vocab_size is often padded up (to a multiple of 8, for instance)."""
+    tokens are allowed, since released tables are sometimes padded up (to a multiple of
+    8, for instance), but said in one note on stderr: a vocabulary of another, smaller
+    model fits too, and nothing else would tell."""
     with tf.io.gfile.GFile(vocab_file, "rb") as f:
         lines = decode_text(f.read(), vocab_file).split("\n")
     count = len(lines) - (lines[-1] == "")      # the newline that ends the last line
     if count > vocab_size:
         raise ValueError(f"{vocab_file}: {count} tokens, more than the model's vocab_size "
                          f"{vocab_size} (a vocabulary of another model?)")
+    if count < vocab_size:
+        print(f"note: {vocab_file} has {count} tokens, the model's embedding table "
+              f"{vocab_size} rows: ids {count}..{vocab_size - 1} are never produced",
+              file=sys.stderr, flush=True)
+
+
+# A vocabulary's own markers ([CLS], [UNK], [unused7]): their capitals say nothing about
+# whether the vocabulary's words keep case.
+_BRACKETED = re.compile(r"\[[^\]]*\]")
+_ASCII_UPPER = re.compile("[A-Z]")
+_ASCII_LOWER = re.compile("[a-z]")
+
+
+def check_case_matches_vocab(vocab_file, do_lower_case):
+    """ValueError naming --do_lower_case and `vocab_file` when do_lower_case is false over
+    an uncased vocabulary: one whose tokens hold lowercase ASCII letters but no token
+    (its [BRACKETED] markers aside) holds an uppercase A-Z. Without lower-casing, text is
+    matched against such a vocabulary as written, so every word with a capital letter
+    becomes [UNK] without a word said (google-research/bert's validate_case_matches_checkpoint
+    guards the same mistake by checkpoint name). A vocabulary without latin letters
+    (Chinese) is case-blind and passes; a cased one with do_lower_case true is left to
+    the user (lossy, but a known choice)."""
+    if do_lower_case:
+        return
+    lower = False
+    for token in load_vocab(vocab_file):
+        if _BRACKETED.fullmatch(token):
+            continue
+        if _ASCII_UPPER.search(token):
+            return
+        lower = lower or _ASCII_LOWER.search(token) is not None
+    if lower:
+        raise ValueError(f"--do_lower_case=false with {vocab_file}, an uncased vocabulary "
+                         f"(lowercase a-z, no token with an uppercase A-Z): every word "
+                         f"with a capital letter would become [UNK]; pass "
+                         f"--do_lower_case=true")
 
 
 @functools.lru_cache(maxsize=1)

@@ -22,6 +22,7 @@ import tensorflow as tf
 from bert_tf import words
 from bert_tf.batching import run_by_length
 from export import text_offsets
+from export.limits import MAX_TEXT_BYTES
 from export.serving import ServingModule, _float32
 
 
@@ -77,8 +78,9 @@ class NerModule(ServingModule):
     """text [batch] -> entities; see the module docstring. serve_tokenized returns the
     per-piece logits [batch, seq, K], label_id and label [batch, seq]."""
 
-    def __init__(self, model, tokenizer, max_seq_length, labels, name=None):
-        super().__init__(model, tokenizer, max_seq_length, name=name)
+    def __init__(self, model, tokenizer, max_seq_length, labels,
+                 max_text_bytes=MAX_TEXT_BYTES, name=None):
+        super().__init__(model, tokenizer, max_seq_length, max_text_bytes, name=name)
         self.label_names = tf.constant(list(labels))                      # [K]
         starts, ends, types = chunk_tables(labels)
         self.chunk_starts = tf.constant(starts)

@@ -3,8 +3,9 @@
     python -m export.saved_model --task embeddings --checkpoint_dir runs/quickstart/model/hf \\
         --output_dir models/bert_embeddings
 
-writes models/bert_embeddings/<version>/ (version = 1 + the highest existing one), with the
-vocab as an asset, so the directory can be moved and served as is:
+writes models/bert_embeddings/<version>/ (version = 1 + the highest existing one; two
+exports into one folder at once get two versions), with the vocab as an asset, so the
+directory can be moved and served as is:
 
     tensorflow_model_server --model_name=bert --model_base_path=$PWD/models/bert_embeddings
 
@@ -20,10 +21,13 @@ Every SavedModel has the signatures serving_default (strings), serve_tokenized a
 serve_examples; see docs/serving.md.
 """
 
+import errno
 import os
 import shutil
+import uuid
 
 from bert_tf.cli import ArgumentParser, DTYPES, boolean, run_main
+from export.limits import MAX_TEXT_BYTES
 
 TASKS = ("pretraining", "embeddings", "classification", "swag", "ner", "squad")
 # --task -> the fine-tuning task whose run directory it exports.
@@ -38,12 +42,15 @@ def next_version(output_dir):
 
 
 def build_module(task, checkpoint_dir, vocab_file=None, do_lower_case=True,
-                 max_seq_length=None, dtype="float32", top_k=5):
+                 max_seq_length=None, dtype="float32", top_k=5,
+                 max_text_bytes=MAX_TEXT_BYTES):
     """The serving module of `task`, with weights from `checkpoint_dir` (a fine-tuning
     run's output directory for the fine-tuned tasks). max_seq_length None: the run's own
-    (128 for the pretrained tasks)."""
+    (128 for the pretrained tasks). max_text_bytes: the longest text a request may send
+    (export/limits.py)."""
     if task in FINE_TUNED:
-        return build_task_module(task, checkpoint_dir, max_seq_length, dtype)
+        return build_task_module(task, checkpoint_dir, max_seq_length, dtype,
+                                 max_text_bytes)
     from bert_tf.checkpoints import load_encoder, load_pretrainer
     from bert_tf.tokenization import BertTokenizer, check_vocab_fits
     from export.serving import EmbeddingsModule, FillMaskModule
@@ -61,8 +68,9 @@ def build_module(task, checkpoint_dir, vocab_file=None, do_lower_case=True,
                          f"{config.max_position_embeddings}] (the model's "
                          f"max_position_embeddings)")
     if task == "pretraining":
-        return FillMaskModule(model, tokenizer, max_seq_length, top_k=top_k)
-    return EmbeddingsModule(model, tokenizer, max_seq_length)
+        return FillMaskModule(model, tokenizer, max_seq_length, top_k=top_k,
+                              max_text_bytes=max_text_bytes)
+    return EmbeddingsModule(model, tokenizer, max_seq_length, max_text_bytes)
 
 
 def load_task_model(task, run_dir, dtype="float32"):
@@ -71,10 +79,18 @@ def load_task_model(task, run_dir, dtype="float32"):
     if not os.path.isdir(run_dir):
         raise FileNotFoundError(f"--checkpoint_dir {run_dir}: not a directory (pass the "
                                 f"--output_dir of a tasks.{FINE_TUNED[task]} run)")
+    # Checked here, not left to bert_tf.run_dir: its hint names the training command's
+    # --output_dir, and this command's flag for the run directory is --checkpoint_dir.
+    config = os.path.join(run_dir, f"{FINE_TUNED[task]}_config.json")
+    if not os.path.isfile(config):
+        raise FileNotFoundError(f"{config}: not found (point --checkpoint_dir at the "
+                                f"--output_dir of a tasks.{FINE_TUNED[task]} run trained "
+                                f"with --do_train)")
     return load(run_dir, FINE_TUNED[task], dtype=DTYPES[dtype])
 
 
-def build_task_module(task, run_dir, max_seq_length=None, dtype="float32"):
+def build_task_module(task, run_dir, max_seq_length=None, dtype="float32",
+                      max_text_bytes=MAX_TEXT_BYTES):
     """The serving module of a fine-tuned task from its run directory."""
     from export import serving
     model, config, tokenizer = load_task_model(task, run_dir, dtype)
@@ -88,37 +104,58 @@ def build_task_module(task, run_dir, max_seq_length=None, dtype="float32"):
     if task == "classification":
         return serving.ClassifierModule(model, tokenizer, length,
                                         None if config["regression"] else config["labels"],
-                                        config["text_inputs"])
+                                        config["text_inputs"], max_text_bytes)
     if task == "swag":
-        return serving.MultipleChoiceModule(model, tokenizer, length, config["num_choices"])
+        return serving.MultipleChoiceModule(model, tokenizer, length, config["num_choices"],
+                                            max_text_bytes)
     if task == "ner":
         from export.ner import NerModule
-        return NerModule(model, tokenizer, length, config["labels"])
+        return NerModule(model, tokenizer, length, config["labels"], max_text_bytes)
     from export.squad import SquadModule
     return SquadModule(model, tokenizer, length, doc_stride=config["doc_stride"],
                        max_query_length=config["max_query_length"],
                        n_best_size=config["n_best_size"],
                        max_answer_length=config["max_answer_length"],
                        version_2_with_negative=config["version_2_with_negative"],
-                       null_score_diff_threshold=config["null_score_diff_threshold"])
+                       null_score_diff_threshold=config["null_score_diff_threshold"],
+                       max_text_bytes=max_text_bytes)
+
+
+def claim_version(tmp, output_dir):
+    """Renames the finished SavedModel `tmp` to output_dir/<next free version>/ and returns
+    that path. The version is claimed by the rename itself: renaming onto a version that
+    another export completed in the meantime fails (the target is not empty), and the
+    next number is tried, so exports finishing at once never share a version."""
+    version = next_version(output_dir)
+    while True:
+        final = os.path.join(output_dir, str(version))
+        try:
+            os.rename(tmp, final)
+            return final
+        except OSError as e:
+            if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+        version = max(version + 1, next_version(output_dir))
 
 
 def export(module, output_dir):
-    """Saves `module` as output_dir/<next version>/ (temp name, then rename), with TF
-    Serving's warm-up requests in assets.extra/ (export/warmup.py; the model name in them
-    is output_dir's last part, as TF Serving names models/NAME)."""
+    """Saves `module` as output_dir/<next version>/ (a temporary folder of its own, then
+    `claim_version`), with TF Serving's warm-up requests in assets.extra/
+    (export/warmup.py; the model name in them is output_dir's last part, as TF Serving
+    names models/NAME). TF Serving ignores the temporary `.tmp-*` name (not a number)."""
     import tensorflow as tf
 
     from export.warmup import write_warmup
     os.makedirs(output_dir, exist_ok=True)
-    version = next_version(output_dir)
-    final = os.path.join(output_dir, str(version))
-    tmp = os.path.join(output_dir, f".tmp-{version}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    # A name no other export can take (uuid4), so concurrent exports write apart; made
+    # with os.mkdir, not tempfile.mkdtemp, so the version folder gets the umask's mode
+    # (mkdtemp's 0700 would hide the model from a server running as another user).
+    tmp = os.path.join(output_dir, f".tmp-{uuid.uuid4().hex}")
+    os.mkdir(tmp)
     try:
         tf.saved_model.save(module, tmp, signatures=module.signatures())
         write_warmup(module, tmp, os.path.basename(os.path.normpath(output_dir)))
-        os.replace(tmp, final)
+        final = claim_version(tmp, output_dir)
     except BaseException:
         # A full disk or an interrupt: no half model under any name (run_main removes
         # the model folder too when this run made it and it is left empty).
@@ -142,7 +179,15 @@ def main(argv=None):
                    help="tokens per sequence (default: the fine-tuning run's, else 128)")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     p.add_argument("--top_k", type=int, default=5, help="fill_mask: tokens per mask")
-    return run_main(run, p.parse_args(argv), positive=("max_seq_length", "top_k"))
+    p.add_argument("--max_text_bytes", type=int, default=MAX_TEXT_BYTES,
+                   help="the longest text (in UTF-8 bytes) one input of a request may "
+                        "have; longer ones are refused with an error naming the input, "
+                        "so one request cannot exhaust the server's memory (default: "
+                        "%(default)s = 1 MiB; docs/serving.md)")
+    # Not locked: two exports into one --output_dir are two versions, each claimed
+    # atomically when it is complete.
+    return run_main(run, p.parse_args(argv),
+                    positive=("max_seq_length", "top_k", "max_text_bytes"), lock=())
 
 
 def run(args):
@@ -151,7 +196,7 @@ def run(args):
     vocab = None if args.task in FINE_TUNED else \
         vocab_beside(args.checkpoint_dir, args.vocab_file, "--checkpoint_dir")
     module = build_module(args.task, args.checkpoint_dir, vocab, args.do_lower_case,
-                          args.max_seq_length, args.dtype, args.top_k)
+                          args.max_seq_length, args.dtype, args.top_k, args.max_text_bytes)
     path = export(module, args.output_dir)
     print(f"exported {args.task} to {path}")
     return path

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from bert_tf.batching import run_by_length
 from bert_tf.packing import BertPacker
+from export.limits import MAX_TEXT_BYTES
 
 TOKENIZED_SPEC = {name: tf.TensorSpec([None, None], tf.int32, name=name)
                   for name in ("token_ids", "segment_ids", "padding_mask")}
@@ -35,8 +36,11 @@ class ServingModule(tf.Module):
 
     TEXT_INPUTS = ("text",)
 
-    def __init__(self, model, tokenizer, max_seq_length, name=None):
+    def __init__(self, model, tokenizer, max_seq_length, max_text_bytes=MAX_TEXT_BYTES,
+                 name=None):
         super().__init__(name=name)
+        if max_text_bytes < 1:
+            raise ValueError(f"max_text_bytes must be >= 1, got {max_text_bytes}")
         # The Keras model is deliberately not an attribute tf.Module would track: the
         # signatures capture the tf.Variables *behind* Keras 3's variable wrappers, and
         # the session-based loader (TF Serving, saved_model_cli) restores only variables
@@ -47,6 +51,14 @@ class ServingModule(tf.Module):
         self.tokenizer = tokenizer
         self.packer = BertPacker.from_tokenizer(tokenizer, max_seq_length)
         self.max_seq_length = tf.constant(max_seq_length, name="max_seq_length")
+        # A variable, so the export holds it (`tf.saved_model.load(path).max_text_bytes`)
+        # and the signatures' check reads that one value.
+        self.max_text_bytes = tf.Variable(int(max_text_bytes), dtype=tf.int64,
+                                          trainable=False, name="max_text_bytes")
+        config = getattr(model, "encoder", model).bert_config
+        self._vocab_size = int(config.vocab_size)
+        self._type_vocab_size = int(config.type_vocab_size)
+        self._positions = int(config.max_position_embeddings)
 
     @property
     def model(self):
@@ -97,16 +109,18 @@ class ServingModule(tf.Module):
 
         @tf.function(input_signature=[text_spec])
         def serve_text(texts):
-            return self.outputs_from_text(**texts)
+            return self.outputs_from_text(**self.checked_texts(texts))
 
         @tf.function(input_signature=[tokenized_spec])
         def serve_tokenized(features):
-            return self.outputs_from_tokens(features)
+            return self.outputs_from_tokens(self.checked_tokens(features))
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
         def serve_examples(serialized):
+            serialized = after(check_shape(serialized, [None], "examples", "strings"),
+                               serialized)
             parsed = tf.io.parse_example(serialized, self.example_features())
-            return self.outputs_from_text(**parsed)
+            return self.outputs_from_text(**self.checked_texts(parsed))
 
         # Signatures take keyword tensors: unpack the dicts.
         return {
@@ -115,14 +129,139 @@ class ServingModule(tf.Module):
             "serve_examples": serve_examples.get_concrete_function(),
         }
 
+    # -- input checks: one InvalidArgument error naming the input, before any other work --
+
+    def checked_texts(self, texts):
+        """The text inputs, once their shapes (the signature's), batch sizes (equal) and
+        lengths (at most max_text_bytes each) are checked. Shapes first: the other checks
+        read them."""
+        spec = self.text_spec()
+        names = tuple(spec)
+        shapes = [check_shape(texts[n], spec[n].shape, n, "strings") for n in names]
+        with tf.control_dependencies(shapes):
+            checks = check_same_batch(texts, names)
+            checks += [check_text_bytes(texts[n], self.max_text_bytes, n) for n in names]
+        return {n: after(checks, texts[n]) for n in names}
+
+    def checked_tokens(self, features):
+        """serve_tokenized's inputs, once their shapes (the signature's, all three equal),
+        ids (token_ids in [0, vocab_size), segment_ids in [0, type_vocab_size): a
+        negative id would index the table from its end) and length (at most the model's
+        max_position_embeddings) are checked."""
+        spec = self.tokenized_spec()
+        names = tuple(spec)
+        shapes = [check_shape(features[n], spec[n].shape, n, "int32 ids") for n in names]
+        with tf.control_dependencies(shapes):
+            checks = check_same_shape(features, names)
+        with tf.control_dependencies(checks):
+            seq = tf.shape(features["token_ids"])[-1]
+            checks = [tf.debugging.Assert(seq <= self._positions, [tf.strings.join([
+                "token_ids: ", tf.strings.as_string(seq), " positions exceed "
+                f"max_position_embeddings of the model ({self._positions})"])])]
+            checks.append(check_id_range(features["token_ids"], self._vocab_size,
+                                         "token_ids", "vocab_size"))
+            checks.append(check_id_range(features["segment_ids"], self._type_vocab_size,
+                                         "segment_ids", "type_vocab_size"))
+        return {n: after(checks, features[n]) for n in names}
+
+
+def after(checks, tensor):
+    """`tensor`, computed only once `checks` have passed (a graph runs independent ops in
+    any order: without the dependency a bad input fails in whichever op meets it first,
+    with a message that names no input)."""
+    with tf.control_dependencies(checks if isinstance(checks, list) else [checks]):
+        return tf.identity(tensor)
+
+
+def runtime_shape(x):
+    """x's shape [rank] as fed at run time (tf.shape becomes a constant where the traced
+    shape is fully known)."""
+    return tf.raw_ops.Shape(input=x, out_type=tf.int32)
+
+
+def runtime_rank(x):
+    """x's rank as fed at run time. A signature's caller can feed a tensor of any rank
+    (loaded signatures do not check, nor does a session), while tf.rank, and grappler
+    folding the Rank op, answer the traced rank: the check would vanish. The entries of
+    the shape are counted through tf.where, whose size is data, so it stays."""
+    return tf.shape(tf.where(runtime_shape(x) >= 0), out_type=tf.int32)[0]
+
+
+def shape_text(shape):
+    """int32 [rank] -> tf.string "[2,3]"."""
+    return tf.strings.join(["[", tf.strings.reduce_join(tf.strings.as_string(shape),
+                                                        separator=","), "]"])
+
+
+def check_shape(x, expected, name, what):
+    """Assert op: x has the `expected` shape (a TensorShape or list; None = any size):
+    "context: expected a 1-D batch of strings, got shape [2,3]"."""
+    expected = tf.TensorShape(expected)
+    dims = [-1 if d is None else d for d in expected.as_list()]
+    shape = runtime_shape(x)
+    rank_ok = tf.equal(runtime_rank(x), len(dims))
+    fixed = [(i, d) for i, d in enumerate(dims) if d >= 0]
+    # Dimensions are compared only when the rank is right (else they may not exist).
+    ok = tf.cond(rank_ok, lambda: tf.reduce_all(
+        [tf.equal(shape[i], d) for i, d in fixed] or [True]), lambda: False)
+    if len(dims) == 1:
+        described = f"a 1-D batch of {what}"
+    else:
+        described = f"{what} of shape [" + ", ".join(
+            ["batch"] + [str(d) if d >= 0 else "seq" for d in dims[1:]]) + "]"
+    return tf.debugging.Assert(ok, [tf.strings.join(
+        [f"{name}: expected {described}, got shape ", shape_text(shape)])])
+
+
+def check_text_bytes(texts, limit, name):
+    """Assert op: no text of `texts` is longer than `limit` bytes (int64 scalar, the
+    export's --max_text_bytes), so what one text may cost in memory and time is bounded:
+    "context: text of 1048577 bytes exceeds the export limit of 1048576 bytes
+    (--max_text_bytes)". (Assert escapes quotes in its message, so it has none.)"""
+    lengths = tf.cast(tf.reshape(tf.strings.length(texts), [-1]), tf.int64)
+    longest = tf.reduce_max(tf.concat([lengths, [0]], 0))
+    return tf.debugging.Assert(longest <= limit, [tf.strings.join([
+        f"{name}: text of ", tf.strings.as_string(longest),
+        " bytes exceeds the export limit of ", tf.strings.as_string(limit),
+        " bytes (--max_text_bytes)"])])
+
+
+def check_id_range(ids, limit, name, what):
+    """Assert op: every id in [0, limit) ("token_ids: id -5 is outside [0, 119)
+    (vocab_size of the model)"); names the smallest id when one is negative, else the
+    largest."""
+    flat = tf.reshape(ids, [-1])
+    low = tf.reduce_min(tf.concat([flat, [0]], 0))
+    high = tf.reduce_max(tf.concat([flat, [0]], 0))
+    bad = tf.where(low < 0, low, high)
+    return tf.debugging.Assert((low >= 0) & (high < limit), [tf.strings.join([
+        f"{name}: id ", tf.strings.as_string(bad),
+        f" is outside [0, {limit}) ({what} of the model)"])])
+
+
+def check_same_shape(features, names):
+    """Assert op: every input named has the shape of the first."""
+    first = runtime_shape(features[names[0]])
+    checks = []
+    for name in names[1:]:
+        shape = runtime_shape(features[name])
+        checks.append(tf.debugging.Assert(tf.reduce_all(tf.equal(first, shape)), [
+            tf.strings.join([f"{names[0]} and {name}: shapes differ (", shape_text(first),
+                             " and ", shape_text(shape), ")"])]))
+    return checks
+
 
 def check_same_batch(texts, names):
-    """InvalidArgument unless every input named has the same batch size."""
-    first = names[0]
+    """Assert ops: every input named has the batch size of the first ("question and
+    context: batch sizes differ (2 and 3)")."""
+    first = runtime_shape(texts[names[0]])[0]
+    checks = []
     for name in names[1:]:
-        tf.debugging.assert_equal(
-            tf.shape(texts[first])[0], tf.shape(texts[name])[0],
-            message=f"{first} and {name} must have the same batch size")
+        other = runtime_shape(texts[name])[0]
+        checks.append(tf.debugging.Assert(tf.equal(first, other), [tf.strings.join([
+            f"{names[0]} and {name}: batch sizes differ (", tf.strings.as_string(first),
+            " and ", tf.strings.as_string(other), ")"])]))
+    return checks
 
 
 class _Untracked:
@@ -173,8 +312,9 @@ class FillMaskModule(ServingModule):
     FullTokenizer does), so the text is split on it first and the mask id is put between
     the tokenized pieces."""
 
-    def __init__(self, model, tokenizer, max_seq_length, top_k=5, max_masks=20, name=None):
-        super().__init__(model, tokenizer, max_seq_length, name=name)
+    def __init__(self, model, tokenizer, max_seq_length, top_k=5, max_masks=20,
+                 max_text_bytes=MAX_TEXT_BYTES, name=None):
+        super().__init__(model, tokenizer, max_seq_length, max_text_bytes, name=name)
         self.top_k = top_k
         self.max_masks = max_masks
 
@@ -221,8 +361,8 @@ class ClassifierModule(ServingModule):
     The model is a bert_tf.BertClassifier ({"logits"} or {"score"})."""
 
     def __init__(self, model, tokenizer, max_seq_length, labels, text_inputs=("text_a",),
-                 name=None):
-        super().__init__(model, tokenizer, max_seq_length, name=name)
+                 max_text_bytes=MAX_TEXT_BYTES, name=None):
+        super().__init__(model, tokenizer, max_seq_length, max_text_bytes, name=name)
         self.TEXT_INPUTS = tuple(text_inputs)
         self.regression = not labels
         if not self.regression:
@@ -249,8 +389,9 @@ class MultipleChoiceModule(ServingModule):
 
     TEXT_INPUTS = ("context", "endings")
 
-    def __init__(self, model, tokenizer, max_seq_length, num_choices=4, name=None):
-        super().__init__(model, tokenizer, max_seq_length, name=name)
+    def __init__(self, model, tokenizer, max_seq_length, num_choices=4,
+                 max_text_bytes=MAX_TEXT_BYTES, name=None):
+        super().__init__(model, tokenizer, max_seq_length, max_text_bytes, name=name)
         self.num_choices = num_choices
 
     def text_spec(self):

@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from bert_tf.batching import run_by_length
 from export import text_offsets
+from export.limits import MAX_TEXT_BYTES
 from export.serving import ServingModule, _float32, check_same_batch
 
 
@@ -42,8 +43,8 @@ class SquadModule(ServingModule):
 
     def __init__(self, model, tokenizer, max_seq_length, doc_stride=128, max_query_length=64,
                  n_best_size=20, max_answer_length=30, version_2_with_negative=False,
-                 null_score_diff_threshold=0.0, name=None):
-        super().__init__(model, tokenizer, max_seq_length, name=name)
+                 null_score_diff_threshold=0.0, max_text_bytes=MAX_TEXT_BYTES, name=None):
+        super().__init__(model, tokenizer, max_seq_length, max_text_bytes, name=name)
         if max_seq_length <= max_query_length + 3:
             raise ValueError(f"max_seq_length ({max_seq_length}) must be greater than "
                              f"max_query_length ({max_query_length}) + 3")

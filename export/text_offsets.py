@@ -26,8 +26,10 @@ def split_words(texts, whitespace, single_ranges=()):
     cps, splits = chars.flat_values, chars.row_splits                      # [C], [batch + 1]
     n = tf.size(cps, out_type=tf.int64)
     rows = row_ids(splits)                                                 # [C]
-    space = tf.reduce_any(tf.equal(cps[:, None], tf.constant(
-        [ord(c) for c in whitespace], tf.int32)[None, :]), axis=1)         # [C]
+    # A sorted lookup, not a [C, separators] comparison: memory stays a few bytes a character.
+    table = tf.constant(sorted({ord(c) for c in whitespace}), tf.int32)   # [S]
+    slot = tf.minimum(tf.searchsorted(table, cps), tf.size(table) - 1)     # [C]
+    space = tf.equal(tf.gather(table, slot), cps)                          # [C]
     if single_ranges:
         lows = tf.constant([lo for lo, _ in single_ranges], tf.int32)
         highs = tf.constant([hi for _, hi in single_ranges], tf.int32)
@@ -80,8 +82,21 @@ def byte_to_char(texts, rows, byte_offsets):
 
 
 def substrings(texts, rows, begin, end):
-    """texts[rows][begin:end] in bytes: tf.string [n]."""
-    return tf.strings.substr(tf.gather(texts, rows), begin, end - begin, unit="BYTE")
+    """texts[rows][begin:end] in bytes: tf.string [n]. texts: tf.string [batch]; rows,
+    begin, end: int64 [n].
+
+    Joined from the bytes each span covers, so memory is linear in the texts and the
+    spans: cutting `tf.gather(texts, rows)` would first copy a whole text per span (every
+    word of a 1 MB text is a copy of 1 MB: quadratic)."""
+    text_bytes = tf.strings.bytes_split(texts).with_row_splits_dtype(tf.int64)   # [batch, (B)]
+    first = tf.gather(text_bytes.row_splits, rows) + begin                 # [n] global byte
+    covered = tf.ragged.range(first, first + (end - begin))                # [n, (bytes)]
+    # Joined by segment with `row_ids`: reduce_join on the ragged tensor would take its
+    # value_rowids(), a [spans, longest span] mask (20,000 words beside one 100 KB word
+    # in a batch: 2e9 entries).
+    return tf.strings.unsorted_segment_join(
+        tf.gather(text_bytes.flat_values, covered.flat_values),
+        row_ids(covered.row_splits), tf.size(rows, out_type=tf.int64))
 
 
 def pad_rows(values, rows, nrows, default):

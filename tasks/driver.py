@@ -24,7 +24,7 @@ import os
 import sys
 
 from bert_tf import run_dir
-from bert_tf.cli import DTYPES
+from bert_tf.cli import DTYPES, check_seq_length
 from bert_tf.files import write_results
 
 
@@ -90,6 +90,11 @@ class Task:
                               max_seq_length=saved["max_seq_length"],
                               vocab_file=os.path.join(config.output_dir, "vocab.txt"))
 
+    def text_segments(self, config):
+        """How many texts one input sequence packs (1, or 2 for sentence pairs): the
+        driver refuses a --max_seq_length without room for a token of each."""
+        return 1
+
     def read_train(self, config, tokenizer):
         """The training data, in whatever form `dataset` and `settings` take."""
         raise NotImplementedError
@@ -148,7 +153,8 @@ class Task:
 def run(task, config):
     """Trains (--do_train), evaluates (--do_eval) and predicts (--do_predict) `task` as
     `config` says; returns the evaluation metrics ({} without any)."""
-    from bert_tf.tokenization import BertTokenizer, check_vocab_fits
+    from bert_tf.tokenization import (BertTokenizer, check_case_matches_vocab,
+                                      check_vocab_fits)
     task.check(config)
     # First: splitting the CPU into logical devices (--cpu_devices) must happen before
     # any TensorFlow op runs, and the tokenizer below runs some.
@@ -160,10 +166,18 @@ def run(task, config):
     else:
         saved = run_dir.read_task_config(config.output_dir, task.name)
         config = task.restore(config, saved)
+    check_seq_length(config.max_seq_length, task.text_segments(config))
+    check_case_matches_vocab(config.vocab_file, config.do_lower_case)
     tokenizer = BertTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
     if config.do_train:
         train = task.read_train(config, tokenizer)
         settings = task.settings(config, train)
+        # A resumable state of other settings is refused before save_task_files below
+        # rewrites TASK_config.json: the refused command leaves the folder as it was
+        # (else the old weights would be exported under the new labels).
+        from tasks.resume import check_resume_state, resume_settings
+        resuming, _ = check_resume_state(config.output_dir, resume_settings(
+            config, *step_plan(config, train_steps(config, task.num_examples(train)))))
     else:
         settings = saved
     evaluation = task.read_eval(config, settings, tokenizer)
@@ -178,6 +192,8 @@ def run(task, config):
                                                     model.trainable_variables)
             task.compile(model, optimizer, config,
                          resolve_jit_compile(config.jit_compile, strategy))
+        if resuming is None:
+            remove_earlier_weights(config.output_dir)
         run_dir.save_task_files(config.output_dir, task.name, settings, encoder.bert_config,
                                 config.vocab_file)
         validation = task.validation(evaluation) if evaluation is not None else None
@@ -187,8 +203,6 @@ def run(task, config):
         eval_ds = None
         if validation is not None:
             eval_ds = task.dataset(validation, config, settings, training=False)
-        else:
-            remove_stale_best(config.output_dir)
         metric, mode = task.monitor(settings)
         fit(trained, lambda: task.dataset(train, config, settings, training=True), eval_ds,
             config, num_steps, monitor=f"val_{metric}" if eval_ds is not None else None,
@@ -284,13 +298,27 @@ def task_encoder(config):
     return encoder
 
 
+def train_steps(config, num_train_examples):
+    """The number of training steps: whole batches per epoch times num_train_epochs
+    (rounded up), at least one."""
+    steps_per_epoch = max(1, num_train_examples // config.train_batch_size)
+    return max(1, int(math.ceil(steps_per_epoch * config.num_train_epochs)))
+
+
+def step_plan(config, num_train_steps):
+    """(steps per epoch, epochs) of fit: num_train_steps over the whole epochs that
+    num_train_epochs rounds up to (the plan a resumable state records)."""
+    epochs_wanted = max(1, int(math.ceil(config.num_train_epochs)))
+    steps_per_epoch = max(1, num_train_steps // epochs_wanted)
+    return steps_per_epoch, max(1, int(math.ceil(num_train_steps / steps_per_epoch)))
+
+
 def create_optimizer(config, num_train_examples, variables):
     """AdamW, warmup over warmup_proportion of the steps then linear decay, BERT's
     weight-decay exclusions, gradients clipped to global norm 1.0 (google's value).
     Returns (optimizer, num_train_steps)."""
     from bert_tf.pretraining.optimization import create_optimizer as create
-    steps_per_epoch = max(1, num_train_examples // config.train_batch_size)
-    num_train_steps = max(1, int(math.ceil(steps_per_epoch * config.num_train_epochs)))
+    num_train_steps = train_steps(config, num_train_examples)
     warmup = int(num_train_steps * config.warmup_proportion)
     optimizer = create("adamw", config.learning_rate, num_train_steps, warmup, variables,
                        weight_decay=config.weight_decay)
@@ -311,15 +339,18 @@ def resolve_jit_compile(requested, strategy):
     return requested
 
 
-def remove_stale_best(output_dir):
-    """Deletes best.weights.h5 before a run without an evaluation set: one left by an
-    earlier run in the same directory would otherwise be taken for this run's
-    (run_dir.weights_file prefers best over last)."""
-    path = os.path.join(output_dir, "best.weights.h5")
-    if os.path.exists(path):
-        print(f"removing {path} of an earlier run (this run has no evaluation set)",
-              file=sys.stderr, flush=True)
-        os.remove(path)
+def remove_earlier_weights(output_dir):
+    """Deletes the weights files of an earlier run in output_dir as a new training (not a
+    resumed one) writes its own settings there: left beside them, they would be read as
+    this run's (export, or run_dir.weights_file, which prefers best over last) until it
+    saves its own, under other labels or settings; and a run without an evaluation set
+    never replaces best.weights.h5."""
+    for name in run_dir.WEIGHT_FILES:
+        path = os.path.join(output_dir, name)
+        if os.path.exists(path):
+            print(f"removing {path} of an earlier run (a new training starts here)",
+                  file=sys.stderr, flush=True)
+            os.remove(path)
 
 
 def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max",
@@ -342,30 +373,23 @@ def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max
     import keras
 
     from bert_tf.pretraining.trainer import _MetricLog, _stop_requests
-    from bert_tf.progress import interactive
+    from bert_tf.progress import interactive, step_lines
     from tasks.resume import ResumeCallback, ResumeState, resume_settings
     saved = model if saved is None else saved
-
-    class Checkpoint(keras.callbacks.ModelCheckpoint):
-        # fit hands its callbacks the model it trains; the files hold `saved`'s weights.
-        def set_model(self, _):
-            super().set_model(saved)
-    epochs_wanted = max(1, int(math.ceil(config.num_train_epochs)))
-    steps_per_epoch = max(1, num_train_steps // epochs_wanted)
-    epochs = max(1, int(math.ceil(num_train_steps / steps_per_epoch)))
+    steps_per_epoch, epochs = step_plan(config, num_train_steps)
     total_steps = steps_per_epoch * epochs
     callbacks = [
         # write_graph=False: serializing the train step's graph (the whole encoder and its
         # gradients) costs seconds to tens of seconds at the first step; scalars suffice.
         keras.callbacks.TensorBoard(os.path.join(config.output_dir, "logs"),
                                     write_graph=False),
-        Checkpoint(os.path.join(config.output_dir, "last.weights.h5"),
-                   save_weights_only=True),
+        run_dir.WeightsCheckpoint(saved, os.path.join(config.output_dir, "last.weights.h5")),
     ]
     best = None
     if eval_ds is not None and monitor:
-        best = Checkpoint(os.path.join(config.output_dir, "best.weights.h5"), monitor=monitor,
-                          mode=mode, save_best_only=True, save_weights_only=True)
+        best = run_dir.WeightsCheckpoint(
+            saved, os.path.join(config.output_dir, "best.weights.h5"), monitor=monitor,
+            mode=mode, save_best_only=True)
         callbacks.append(best)
 
     first_ds = train_ds_fn()
@@ -440,35 +464,6 @@ def fit_reads_only_its_data(model, element_spec):
         yield
     finally:
         del model._maybe_symbolic_build
-
-
-def step_lines(total_steps, batch_size, initial=0):
-    """A Keras callback printing one progress line every 5% of the training steps (steps
-    done, loss, examples/s, ETA), for output that is not a terminal; `initial` steps
-    were done before (a resumed run). It may serve several fit calls of one run."""
-    import keras
-
-    from bert_tf.progress import LineProgress
-
-    class StepLines(keras.callbacks.Callback):
-        def __init__(self):
-            super().__init__()
-            self.progress = LineProgress(total_steps, "training", unit="step",
-                                         initial=initial)
-
-        def on_train_batch_end(self, batch, logs=None):
-            if self.progress.due():
-                # Reading the loss waits for the step: only when a line is printed.
-                rate = self.progress.rate(1) * batch_size
-                self.progress.set_postfix(loss=f"{float(logs['loss']):.4f}",
-                                          examples_per_s=f"{rate:.1f}")
-            self.progress.update(1)
-
-        def on_train_end(self, logs=None):
-            if self.progress.n >= total_steps:
-                self.progress.close()
-
-    return StepLines()
 
 
 def predict_per_token(model, dataset, seq_length):

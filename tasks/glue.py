@@ -314,6 +314,10 @@ class ClassificationTask(driver.Task):
     def training_config(self, config):
         return self._columns(config)
 
+    def text_segments(self, config):
+        task = GLUE_TASKS.get(config.task_name)
+        return 2 if (task.pair if task else config.text_b_column is not None) else 1
+
     def _reader(self, config, labels, regression, pair):
         self.glue = GLUE_TASKS.get(config.task_name)             # None for custom data
         self.labels, self.regression, self.pair = labels, regression, pair

@@ -316,6 +316,32 @@ def _resolve_column(path, header, column, has_header):
                     f"({', '.join(repr(h) for h in header)})")
 
 
+def _label_kind(value):
+    """How a JSON label is written: text, a whole number, a decimal number or true/false."""
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, int):
+        return "whole number"
+    if isinstance(value, float):
+        return "decimal number"
+    return "string" if isinstance(value, str) else type(value).__name__
+
+
+def _check_label_kind(value, where, first):
+    """DataError when a class label is written in another JSON kind than an earlier row's
+    (`first`: kind -> (where, value), filled here). The names are compared as text, so
+    1, "1", 1.0 and true would be three or four classes of one meaning; which one the
+    file meant is for its writer to say."""
+    kind = _label_kind(value)
+    first.setdefault(kind, (where, value))
+    other = next((k for k in first if k != kind), None)
+    if other is not None:
+        there, seen = first[other]
+        raise DataError(f"{where}: label {json.dumps(value)} ({kind}) where line "
+                        f"{there.rsplit(':', 1)[-1]} has {json.dumps(seen)} ({other}): "
+                        f"write every label of the file the same way")
+
+
 def read_custom_file(path, text_a_column, text_b_column=None, label_column=None,
                      labels=None, regression=False, has_header=True, policy="skip"):
     """A user's .tsv / .csv / .jsonl file -> (examples, RowReport).
@@ -323,7 +349,10 @@ def read_custom_file(path, text_a_column, text_b_column=None, label_column=None,
     TSV: tab-separated, no quoting (GLUE's convention); CSV: standard quoting (RFC 4180);
     JSONL: one object per line, columns are keys. label_column None: no labels (test
     file). labels: the allowed label strings (None: any, e.g. when reading the training
-    file to collect them). Test-file guids are the 0-based row number.
+    file to collect them). Test-file guids are the 0-based row number. A JSONL file whose
+    labels are collected (labels None, classification) and mix JSON kinds (1, "1", 1.0,
+    true) is refused at the first row that differs; against given labels, a label not
+    among them is an unknown label.
     """
     ext = os.path.splitext(path)[1].lower()
     if ext not in (".tsv", ".csv", ".jsonl"):
@@ -333,6 +362,7 @@ def read_custom_file(path, text_a_column, text_b_column=None, label_column=None,
     report = RowReport(path, policy)
     pair = text_b_column is not None
     examples = []
+    first_spelling = {}     # JSON label kind -> (line, the label as written)
 
     def add(where, text_a, text_b, raw_label):
         report.rows += 1
@@ -346,6 +376,9 @@ def read_custom_file(path, text_a_column, text_b_column=None, label_column=None,
             if raw_label is None:
                 report.bad(where, "malformed", f"no label ({label_column!r})")
                 return
+            if labels is None and not regression:
+                # The file's labels become the class names: one meaning, one name.
+                _check_label_kind(raw_label, where, first_spelling)
             if isinstance(raw_label, bool):
                 raw_label = str(raw_label).lower()    # JSON true/false as written
             label = _label_value(str(raw_label), labels, regression, where, report)

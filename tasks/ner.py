@@ -52,7 +52,7 @@ import numpy as np
 
 from bert_tf import run_dir
 from bert_tf import words as text_words
-from bert_tf.cli import boolean
+from bert_tf.cli import boolean, check_seq_length
 from bert_tf.files import atomic_write, read_text
 from bert_tf.task_models import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS, FEATURE_HEADS,
                                   FEATURE_LAYERS, build_task_model, loss_scaled)
@@ -466,8 +466,7 @@ class NerTask(driver.Task):
             raise ValueError("--feature_lstm_units needs --feature_head=bilstm")
 
     def _length(self, config):
-        if config.max_seq_length < 3:
-            raise ValueError(f"--max_seq_length must be >= 3, got {config.max_seq_length}")
+        check_seq_length(config.max_seq_length)
         return config
 
     def training_config(self, config):

@@ -48,6 +48,53 @@ def remove_resume_state(output_dir):
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _complete_states(resume_dir):
+    """{step: path} of the complete states in resume_dir."""
+    gfile = tf.io.gfile
+    found = {}
+    if not gfile.isdir(resume_dir):
+        return found
+    for name in gfile.listdir(resume_dir):
+        name = name.rstrip("/")
+        if name.startswith("step-") and name[5:].isdigit() and \
+                gfile.exists(os.path.join(resume_dir, name, "state.json")):
+            found[int(name[5:])] = os.path.join(resume_dir, name)
+    return found
+
+
+def check_resume_state(output_dir, settings):
+    """(path, state.json) of the latest complete resumable state in output_dir/resume/,
+    or (None, None) when there is none. ValueError when its state.json is unreadable or
+    it was saved by a run whose resume_settings differ from `settings`.
+
+    The driver calls this before a training run writes anything in output_dir (its
+    TASK_config.json, vocab.txt, ...), so a refused resume leaves the folder as it found
+    it; ResumeState.restore checks again and then reads the weights."""
+    resume_dir = os.path.join(output_dir, RESUME_DIR)
+    complete = _complete_states(resume_dir)
+    if not complete:
+        return None, None
+    path = complete[max(complete)]
+    with tf.io.gfile.GFile(os.path.join(path, "state.json")) as f:
+        try:
+            state = json.load(f)
+            state["step"]
+        except (ValueError, TypeError, KeyError):
+            raise ValueError(f"{path}/state.json: unreadable resumable state (not the "
+                             f"JSON of a saved step): delete {resume_dir} to start "
+                             f"over") from None
+    theirs = state.get("settings", {})
+    differ = [k for k in sorted(set(theirs) | set(settings))
+              if theirs.get(k) != settings.get(k)]
+    if differ:
+        shown = "; ".join(f"{k}: {theirs.get(k)!r} there, {settings.get(k)!r} now"
+                          for k in differ[:3])
+        raise ValueError(f"{path} is the resumable state of a run with other settings "
+                         f"({shown}): run that command again to resume it, or delete "
+                         f"{resume_dir} to start over")
+    return path, state
+
+
 class ResumeState:
     """A fine-tuning run's resumable state: output_dir/resume/step-N/ holds `ckpt.*` (a
     tf.train.Checkpoint of the task model, the model fit trains, the optimizer with its
@@ -63,6 +110,7 @@ class ResumeState:
     Only the chief of a multi-worker cluster writes."""
 
     def __init__(self, output_dir, model, saved, settings):
+        self.output_dir = output_dir
         self.dir = os.path.join(output_dir, RESUME_DIR)
         self.settings = settings
         self.latest_path = None
@@ -93,44 +141,13 @@ class ResumeState:
             objects["trained"] = model
         self.checkpoint = tf.train.Checkpoint(**objects)
 
-    def _complete(self):
-        """{step: path} of the complete states."""
-        gfile = tf.io.gfile
-        found = {}
-        if not gfile.isdir(self.dir):
-            return found
-        for name in gfile.listdir(self.dir):
-            name = name.rstrip("/")
-            if name.startswith("step-") and name[5:].isdigit() and \
-                    gfile.exists(os.path.join(self.dir, name, "state.json")):
-                found[int(name[5:])] = os.path.join(self.dir, name)
-        return found
-
     def restore(self):
         """Restores the latest complete state, if any -> (its step, its state.json), else
         (0, None). ValueError when it was saved by a run with other settings or is
         damaged."""
-        complete = self._complete()
-        if not complete:
+        path, state = check_resume_state(self.output_dir, self.settings)
+        if path is None:
             return 0, None
-        path = complete[max(complete)]
-        with tf.io.gfile.GFile(os.path.join(path, "state.json")) as f:
-            try:
-                state = json.load(f)
-                state["step"]
-            except (ValueError, TypeError, KeyError):
-                raise ValueError(f"{path}/state.json: unreadable resumable state (not the "
-                                 f"JSON of a saved step): delete {self.dir} to start "
-                                 f"over") from None
-        theirs = state.get("settings", {})
-        differ = [k for k in sorted(set(theirs) | set(self.settings))
-                  if theirs.get(k) != self.settings.get(k)]
-        if differ:
-            shown = "; ".join(f"{k}: {theirs.get(k)!r} there, {self.settings.get(k)!r} now"
-                              for k in differ[:3])
-            raise ValueError(f"{path} is the resumable state of a run with other settings "
-                             f"({shown}): run that command again to resume it, or delete "
-                             f"{self.dir} to start over")
         if not state.get("finished"):
             try:
                 self.checkpoint.read(

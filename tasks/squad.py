@@ -210,6 +210,9 @@ class SquadTask(driver.Task):
             vocab_file=config.vocab_file or os.path.join(config.output_dir, "vocab.txt")),
             saved)
 
+    def text_segments(self, config):
+        return 2    # the question, then the context window
+
     def read_train(self, config, tokenizer):
         return featurize(config.train_file, tokenizer, config, is_training=True)[3]
 

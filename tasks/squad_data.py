@@ -73,11 +73,13 @@ def read_squad_examples(path, version_2_with_negative=False, is_training=False):
     raise ValueError naming the file and the JSON path; data problems are counted:
     empty contexts and questions are skipped; in training, questions without an answer
     (v1.1), and answers whose text is not at their answer_start in the context, are
-    skipped too, as run_squad skips answers it cannot recover.
+    skipped too, as run_squad skips answers it cannot recover. Training on a file that
+    marks questions is_impossible (SQuAD v2.0) without version_2_with_negative is refused.
     """
     data = _field(_load_json(path), "data", list, path, "top level")
     examples, contexts, report = [], [], collections.Counter()
     seen = set()
+    marked_impossible = 0     # questions the file says have no answer (v2.0's mark)
     for a, article in enumerate(data):
         paragraphs = _field(article, "paragraphs", list, path, f"data[{a}]")
         for p, paragraph in enumerate(paragraphs):
@@ -101,6 +103,7 @@ def read_squad_examples(path, version_2_with_negative=False, is_training=False):
                 for i, answer in enumerate(answers):
                     _field(answer, "text", str, path, f"{qwhere}.answers[{i}]")
                     _field(answer, "answer_start", int, path, f"{qwhere}.answers[{i}]")
+                marked_impossible += qa.get("is_impossible") is True
                 impossible = bool(qa.get("is_impossible", False)) or not answers
                 if impossible and not version_2_with_negative:
                     # v1.1 has no unanswerable questions: without an answer there is
@@ -123,6 +126,12 @@ def read_squad_examples(path, version_2_with_negative=False, is_training=False):
                         if is_training:
                             continue
                 examples.append(example)
+    if is_training and marked_impossible and not version_2_with_negative:
+        # A v2.0 file read as v1.1 would train on its answerable questions alone: the
+        # model would never learn to answer "no answer", and only a count would say so.
+        raise ValueError(f"{path}: {marked_impossible} of {len(seen)} questions are "
+                         f"unanswerable (is_impossible); pass --version_2_with_negative "
+                         f"to train on SQuAD v2.0")
     report["questions"] = len(examples)
     return examples, contexts, data, report
 

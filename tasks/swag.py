@@ -243,6 +243,9 @@ class SwagTask(driver.Task):
         examples, report = read_swag_csv(path, with_labels, config.bad_rows)
         return finish_report(report, examples)
 
+    def text_segments(self, config):
+        return 2    # the context, then the start of the sentence and one ending
+
     def read_train(self, config, tokenizer):
         self.preprocessor = MultipleChoicePreprocessor(tokenizer, config.max_seq_length)
         return self._read(config, "train")

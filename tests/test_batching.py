@@ -201,3 +201,23 @@ def test_exact_widths_without_xla():
     assert widths == [10, 17, 9]
     assert [inputs["token_ids"].shape[1]
             for inputs, _ in batching.batch(ds, 2, "longest", SEQ)] == [16, 24, 16]
+
+
+def test_run_by_length_calls_stay_within_max_call_tokens():
+    """A long batch (thousands of SQuAD windows) runs in calls of at most max_call_tokens
+    tokens, in input order, with the outputs of one call."""
+    lengths = [20] * 40 + [60] * 5 + [3]
+    features, _ = packed_examples(lengths, SEQ)
+    calls = []
+
+    def fn(f):
+        calls.append(tuple(f["token_ids"].shape))
+        return {"total": tf.reduce_sum(f["token_ids"], 1)}
+
+    out = batching.run_by_length(fn, {k: tf.constant(v) for k, v in features.items()},
+                                 max_call_tokens=256)
+    np.testing.assert_array_equal(out["total"], features["token_ids"].sum(1))
+    assert all(rows * width <= 256 for rows, width in calls)
+    # The 3-token example and nine of width 24 share the first call; past 10 rows of 24
+    # the budget is spent; four of width 64 fill one call and the last gets its own.
+    assert calls == [(10, 24)] * 4 + [(1, 24), (4, 64), (1, 64)]

@@ -319,7 +319,8 @@ def test_swag_hostile_inputs(swag_run):
     assert empty["probabilities"].shape == (0, 4) and empty["choice"].shape == (0,)
     assert_invalid_argument(f, context=tf.constant(["a", "b"]),
                             endings=tf.constant([["a", "b", "c", "d"]]))
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"endings must be \[batch, 4\]"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=(
+            r"endings: expected strings of shape \[batch, 4\], got shape \[1,3\]")):
         f(context=tf.constant(["a"]), endings=tf.constant([["a", "b", "c"]]))
 
 
@@ -631,13 +632,53 @@ def test_task_export_bad_input_is_one_line(tmp_path, swag_run, capsys):
               "--output_dir", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_info.value.code == 1 and len(err) == 1 and \
-        "glue_config.json: not found" in err[0]
+        "glue_config.json: not found (point --checkpoint_dir at the --output_dir of a " \
+        "tasks.glue run" in err[0]
     with pytest.raises(SystemExit) as exit_info:
         main(["--task", "swag", "--checkpoint_dir", swag_run[0], "--max_seq_length",
               "65", "--output_dir", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_info.value.code == 1 and len(err) == 1 and "--max_seq_length 65" in err[0]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_two_exports_into_one_folder_at_once_take_two_versions(ner_run, tmp_path):
+    """Both exports start before either has a version (the command's own work takes
+    seconds), so both would pick version 1: the one that finishes second takes 2."""
+    models = tmp_path / "models"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    command = [sys.executable, "-m", "export.saved_model", "--task", "ner",
+               "--checkpoint_dir", ner_run[0], "--output_dir", str(models)]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    runs = [subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [run.communicate(timeout=600) for run in runs]
+    for run, (out, err) in zip(runs, outputs):
+        assert run.returncode == 0, err[-3000:]
+    printed = sorted(out.strip().splitlines()[-1] for out, _ in outputs)
+    assert printed == [f"exported ner to {models / v}" for v in ("1", "2")]
+    assert sorted(os.listdir(models)) == ["1", "2"]            # no .tmp-* left behind
+    for version in ("1", "2"):
+        assert (models / version / "saved_model.pb").is_file()
+        assert (models / version / "assets.extra" / "tf_serving_warmup_requests").is_file()
+
+
+def test_claim_version_takes_the_next_free_number(tmp_path, monkeypatch):
+    """A version completed by another export after this one looked (simulated: the
+    look says 1 while 1 and 2 exist) is not overwritten: the rename fails, 3 is taken."""
+    from export import saved_model
+    for version in ("1", "2"):
+        (tmp_path / version).mkdir()
+        (tmp_path / version / "saved_model.pb").write_text(version)
+    tmp = tmp_path / ".tmp-mine"
+    tmp.mkdir()
+    (tmp / "saved_model.pb").write_text("mine")
+    monkeypatch.setattr(saved_model, "next_version", lambda folder: 1)
+    assert saved_model.claim_version(str(tmp), str(tmp_path)) == str(tmp_path / "3")
+    assert [(tmp_path / v / "saved_model.pb").read_text() for v in "123"] == \
+        ["1", "2", "mine"]
+    assert not tmp.exists()
 
 
 # ----------------------------------------------------------------------------- docs

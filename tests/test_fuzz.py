@@ -102,6 +102,8 @@ flag_rows(BUILD_VOCAB, bv, [
     ({"output_file": "@shard_dir"}, "{shard_dir}: Is a directory"),
     ({"min_frequency": -1}, "--min_frequency must be a number >= 0, got -1"),
     ({"max_unique_chars": 0}, "--max_unique_chars must be a positive number, got 0"),
+    ({"output_file": "@corpus_good"},
+     "--output_file={corpus_good} is the input --input_file={corpus_good}"),
 ])
 
 # ------------------------------------------------------------- create_pretraining_data
@@ -127,6 +129,11 @@ flag_rows(CPD, cpd, [
     ({"num_shards": 0}, "--num_shards must be >= 1"),
     ({"num_workers": 0}, "--num_workers must be >= 1"),
     ({"block_size_kb": 0}, "--block_size_kb must be >= 1"),
+    ({"output_file": "@corpus_good"},
+     "--output_file={corpus_good} is the input --input_file={corpus_good}"),
+    ({"output_file": "@vocab"}, "--output_file={vocab} is the input --vocab_file={vocab}"),
+    ({"max_seq_length": 4}, "--max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP] with one "
+                            "token of each text), got 4"),
 ])
 
 # --------------------------------------------------------------------- run_pretraining
@@ -173,6 +180,8 @@ flag_rows(RP, rp, [
     ({"learning_rate": -1}, "--learning_rate must be a positive number, got -1.0"),
     ({"learning_rate": "nan"}, "--learning_rate must be a positive number, got nan"),
     ({"learning_rate": "fast"}, "argument --learning_rate: invalid float value: 'fast'"),
+    ({"max_seq_length": 4}, "--max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP] with one "
+                            "token of each text), got 4"),
     ({"train_batch_size": 0}, "--train_batch_size must be a positive number, got 0"),
     ({"num_train_steps": -3}, "--num_train_steps must be a positive number, got -3"),
     ({"num_warmup_steps": -1}, "--num_warmup_steps must be a number >= 0, got -1"),
@@ -208,6 +217,7 @@ flag_rows(CC, cc, [
     ({"bert_config_file": "@config_wrong_type"}, "hidden_size must be a positive integer"),
     ({"bert_config_file": "@config_other_size"}, "{google}/bert_model.ckpt does not match the model"),
     ({"vocab_file": "@vocab_big"}, "{vocab_big}: 30530 tokens, more than the model's vocab_size 30522"),
+    ({"output": "@google", "overwrite": True}, "--output={google} is the input --input={google}"),
 ])
 
 # -------------------------------------------------------------------- extract_features
@@ -220,7 +230,8 @@ text_rows(EF, "input_file", "lines", ef, accepted=("crlf_bom", "long_line"))
 flag_rows(EF, ef, [
     ({"layers": "5"}, "--layers: index 5 is outside the encoder's 1 layers (-1..0)"),
     ({"layers": "x"}, "--layers must be comma-separated integers, got 'x'"),
-    ({"max_seq_length": 2}, "--max_seq_length must be >= 3, got 2"),
+    ({"max_seq_length": 2}, "--max_seq_length must be >= 3 ([CLS] A [SEP] with one token "
+                            "of each text), got 2"),
     ({"max_seq_length": 100000}, "--max_seq_length 100000 exceeds the model's 512"),
     ({"batch_size": 0}, "--batch_size must be a positive number, got 0"),
     ({"init_checkpoint": "@keras_cut", "vocab_file": "@vocab"},
@@ -228,6 +239,10 @@ flag_rows(EF, ef, [
     ({"init_checkpoint": "@google_damaged_data_cut"},
      ("{google_damaged_data_cut}/bert_model.ckpt: unreadable TF1 checkpoint", "cut short")),
     ({"vocab_file": "@vocab_flipped"}, "{vocab_flipped}:"),
+    ({"output_file": "@lines_good"},
+     "--output_file={lines_good} is the input --input_file={lines_good}"),
+    ({"do_lower_case": "false"},
+     "--do_lower_case=false with {google}/vocab.txt, an uncased vocabulary"),
 ])
 
 # -------------------------------------------------------------------------- quickstart
@@ -260,6 +275,9 @@ flag_rows(GLUE, glue, [
     ({"vocab_file": "@vocab_empty"}, "{vocab_empty} is empty"),
     ({"bert_config_file": "@config_wrong_type"}, "hidden_size must be a positive integer"),
     ({"bert_config_file": "@config_not_json"}, "{config_not_json}: not valid JSON"),
+    ({"max_seq_length": 2}, "--max_seq_length must be >= 3 ([CLS] A [SEP] with one token of "
+                            "each text), got 2"),
+    ({"do_lower_case": "false"}, "--do_lower_case=false with {vocab}, an uncased vocabulary"),
     ({"init_checkpoint": "@google",
       "bert_config_file": "@config_other_size"}, "{google}/bert_model.ckpt does not match the model"),
     ({"init_checkpoint": "@google_damaged_data_flipped"},
@@ -349,7 +367,7 @@ def _temporary_files(root):
 # Damage found while training (a record in the middle of a shard fails its checksum):
 # the run's start is on disk (its config, the log of the steps before), no checkpoint.
 LEAVES_RUN_STATE = {"run_pretraining:input_file=@shard_flipped": {
-    "bert_config.json", "train_log.jsonl", "train"}}
+    "bert_config.json", "pretraining_settings.json", "train_log.jsonl", "train"}}
 
 
 @pytest.mark.parametrize("name", sorted(ROWS))

@@ -54,7 +54,7 @@ def test_not_a_terminal_gives_lines():
 def test_fit_prints_step_lines_with_loss_and_examples_per_second(capsys):
     import keras
 
-    from tasks.driver import step_lines
+    from bert_tf.progress import step_lines
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")

@@ -329,6 +329,56 @@ def test_unreachable_address_says_what_and_where(server, source, tmp_path, monke
     assert not where.exists()
 
 
+def test_stale_cache_folder_is_fetched_again_or_named_for_deletion(server, source, tmp_path,
+                                                                   monkeypatch, capsys):
+    """An empty folder where a name's checkpoint belongs (made by hand, or a mkdir of
+    some tool) is no checkpoint: it is replaced by a download. A folder holding other
+    files is not the cache's to delete: one line names it."""
+    where = cached(tmp_path, BASE)
+    where.mkdir(parents=True)
+    with socket.socket() as s:                      # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("BERT_TF_MIRROR", f"http://127.0.0.1:{port}")
+    with pytest.raises(registry.DownloadError) as error:
+        registry.resolve_checkpoint(BASE)
+    assert str(error.value).startswith(
+        f"{BASE}: not in the cache ({where}) and the address could not be reached: ")
+    assert not where.exists()
+    where.mkdir()
+    monkeypatch.setenv("BERT_TF_MIRROR", server.url)
+    serve_google(server, source)
+    encoder = checkpoints.load_encoder(BASE)
+    np.testing.assert_allclose(outputs(encoder, source), source["outputs"], atol=1e-6)
+    assert sorted(os.listdir(where)) == [
+        "bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index",
+        "vocab.txt"]
+
+    # Someone's files under a released name: left as they are, the folder named.
+    serve_google(server, source, SMALL)
+    partial = cached(tmp_path, SMALL)
+    partial.mkdir()
+    (partial / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    requests = len(server.log)
+    from bert_tf.convert_checkpoint import main
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        main(["--input", SMALL, "--output", str(tmp_path / "out"), "--output_format", "hf"])
+    assert stop.value.code == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: {SMALL}: the cache folder {partial} is incomplete (no "
+        f"bert_model.ckpt.index, bert_config.json, bert_model.ckpt.data-*): delete that "
+        f"folder and run again to download {SMALL}"]
+    assert os.listdir(partial) == ["vocab.txt"] and len(server.log) == requests
+    # An HF entry lacking its weights: the same.
+    hf = cached(tmp_path, "google-bert/bert-base-cased")
+    hf.mkdir(parents=True)
+    (hf / "config.json").write_text("{}")
+    with pytest.raises(registry.DownloadError, match=re.escape(
+            f"the cache folder {hf} is incomplete (no model.safetensors, vocab.txt)")):
+        registry.resolve_checkpoint("bert-base-cased")
+
+
 def test_an_existing_path_wins_over_a_name(server, source, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     os.symlink(source["hf"], "bert-base-uncased")

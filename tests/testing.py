@@ -104,3 +104,23 @@ def write_pretraining_shards(directory, num_files=2, examples_per_file=64, seq_l
                 w.write(tf.train.Example(features=tf.train.Features(
                     feature=feature)).SerializeToString())
     return os.path.join(directory, "*.tfrecord")
+
+
+def tree_hash(root):
+    """{relative path: (mode, sha256 of the bytes)} of every file and folder under `root`
+    (folders as (mode, None)), for "a refused command leaves every file as it found it":
+    two calls are equal exactly when nothing was added, removed, changed or re-permissioned."""
+    import hashlib
+    import os
+    import stat
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            info = os.lstat(path)
+            digest = None
+            if stat.S_ISREG(info.st_mode):
+                with open(path, "rb") as f:
+                    digest = hashlib.sha256(f.read()).hexdigest()
+            found[os.path.relpath(path, root)] = (stat.S_IMODE(info.st_mode), digest)
+    return found

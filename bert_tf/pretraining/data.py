@@ -26,6 +26,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import file_patterns
 from bert_tf.pretraining import records
 
 # google's feature name -> (the flag that sets its length, None for a single value; dtype)
@@ -172,14 +173,18 @@ def data_loss_error(error, files):
     return ValueError(f"{damage}; {SKIP_ADVICE}" if damage.skippable else str(damage))
 
 
-def expand_file_patterns(patterns):
+def expand_file_patterns(patterns, skip=()):
     """Comma-separated globs (or a list of them) -> sorted file list; an error names a
-    pattern that matches nothing."""
-    if isinstance(patterns, str):
-        patterns = [p for p in patterns.split(",") if p]
+    pattern that matches nothing. A path that exists as written is taken literally, and
+    a glob skips the project's side files (`train.summary.json` beside `train-*` shards;
+    bert_tf/file_patterns.py) and the paths matching a glob of `skip`: what the run
+    itself writes in its output folder, so that `--input_file='DIR/train*'
+    --output_dir=DIR` matches the same shards when the run resumes as when it started
+    (not its `train/` summaries and `train_log.jsonl`)."""
     files = []
-    for pattern in patterns:
-        matched = tf.io.gfile.glob(pattern)
+    for pattern in file_patterns.split_patterns(patterns):
+        matched = file_patterns.match(pattern, tf.io.gfile.glob, tf.io.gfile.exists,
+                                      skip=skip)
         if not matched:
             raise FileNotFoundError(f"--input_file: no file matches {pattern!r}")
         files.extend(matched)

@@ -29,10 +29,9 @@ batch over the local devices; Keras then computes one global gradient, which the
 clips, as the tf.distribute loop clips its all-reduced one.
 """
 
-import glob
-
 import numpy as np
 
+from bert_tf import file_patterns
 from bert_tf.pretraining.losses import local_sums, metrics_from_sums
 from bert_tf.pretraining.optimization import CLIP_NORM, create_optimizer
 from bert_tf.pretraining.records import parse_example, read_records
@@ -65,12 +64,11 @@ def compile_for_pretraining(model, learning_rate, num_train_steps, num_warmup_st
 
 def expand_file_patterns(patterns):
     """Comma-separated globs (or a list of them) -> sorted local files; an error names a
-    pattern that matches nothing."""
-    if isinstance(patterns, str):
-        patterns = [p for p in patterns.split(",") if p]
+    pattern that matches nothing. The TF-free twin of data.expand_file_patterns (same
+    rule: bert_tf/file_patterns.py)."""
     files = set()
-    for pattern in patterns:
-        matched = glob.glob(pattern)
+    for pattern in file_patterns.split_patterns(patterns):
+        matched = file_patterns.match(pattern)
         if not matched:
             raise FileNotFoundError(f"--input_file: no file matches {pattern!r}")
         files.update(matched)

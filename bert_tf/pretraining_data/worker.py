@@ -9,6 +9,7 @@ Nothing here imports TensorFlow (tokenizer.py says why).
 import collections
 import os
 import random
+import signal
 import sys
 import traceback
 import zlib
@@ -196,24 +197,34 @@ def run_job(settings, job):
 
 
 def main():
-    """Worker loop (see pool.py for the protocol)."""
+    """Worker loop (see pool.py for the protocol).
+
+    Stopping is the main process's job: SIGTERM and SIGINT (Ctrl-C reaches the whole
+    process group) are ignored here, and the main process, which catches them, kills its
+    workers once it has cleaned up. A worker whose main process is gone (its pipes
+    closed: killed with SIGKILL) ends quietly, without a traceback per worker."""
     from bert_tf.pretraining_data import pool
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, signal.SIG_IGN)
     channel_in, channel_out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr      # nothing else may write into the result channel
-    settings = pool.receive(channel_in)
-    while True:
-        try:
+    try:
+        settings = pool.receive(channel_in)
+        while True:
             job = pool.receive(channel_in)
-        except EOFError:
-            return
-        if job is None:
-            return
-        try:
-            pool.send(channel_out, ("ok", job[0], run_job(settings, job)))
-        except NotText as e:
-            pool.send(channel_out, ("bad_input", job[0], str(e)))
-        except Exception:   # reported by the main process, which stops the run
-            pool.send(channel_out, ("error", job[0], traceback.format_exc()))
+            if job is None:
+                return
+            try:
+                reply = ("ok", job[0], run_job(settings, job))
+            except NotText as e:
+                reply = ("bad_input", job[0], str(e))
+            except Exception:   # reported by the main process, which stops the run
+                reply = ("error", job[0], traceback.format_exc())
+            pool.send(channel_out, reply)
+    except (EOFError, BrokenPipeError):
+        # The result channel may be a broken pipe: point it at /dev/null so that the
+        # interpreter's flush at exit has nothing to complain about.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), channel_out.fileno())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,56 @@
+"""What an input flag's pattern (`--input_file='shards/train*'`) names: the one rule every
+command that takes globs follows (create_pretraining_data, build_vocab, run_pretraining's
+reader, the Keras-fit reader). TF-free, so create_pretraining_data's main process can use it.
+
+- A path that exists as written is that file, even when it holds glob characters: a file
+  named `corpus [2020].txt` is read, not taken for a glob that matches nothing.
+- Otherwise a pattern with glob characters (`*`, `?`, `[`) is a glob, and what it matches
+  leaves out the project's own side files, written beside outputs and never inputs:
+  create_pretraining_data's `PREFIX.summary.json` (which `--input_file='shards/train*'`
+  matches after `--output_file=shards/train`, the README's recipe), files being written
+  (`NAME.tmp` of files.atomic_write, a shard's `NAME.tmp` and `NAME.tmp-partN` pieces, a
+  download's `.part`) and locks (`.lock`, output_lock.py).
+- A side file named explicitly (no glob characters) is still what the user asked for, and
+  the command checks it like any other input.
+"""
+
+import fnmatch
+import glob
+import os
+import re
+
+# Names of the side files a glob leaves out (see the module docstring).
+SIDE_FILE = re.compile(r"(\.summary\.json|\.tmp|\.tmp-part\d+|\.part|\.lock)$")
+_MAGIC = re.compile(r"[*?[]")
+
+
+def is_glob(pattern):
+    """True when `pattern` holds a glob character (`*`, `?`, `[`)."""
+    return _MAGIC.search(pattern) is not None
+
+
+def is_side_file(path):
+    """True for a name the project writes beside its outputs (never an input)."""
+    return SIDE_FILE.search(os.path.basename(path.rstrip("/"))) is not None
+
+
+def split_patterns(patterns):
+    """Comma-separated patterns (or a list of them) -> list, empty items dropped."""
+    if isinstance(patterns, str):
+        patterns = patterns.split(",")
+    return [p for p in patterns if p]
+
+
+def match(pattern, glob_fn=glob.glob, exists=os.path.exists, skip=()):
+    """The files `pattern` names, sorted: [pattern] when it exists as written, else the
+    glob's matches without side files and without those matching a glob of `skip` ([]
+    when nothing is left). `skip`: what the command itself writes where its inputs may
+    lie (run_pretraining's outputs in an --output_dir that also holds the shards).
+    `glob_fn` and `exists`: tf.io.gfile's for paths with a scheme (gs://...)."""
+    if exists(pattern):
+        return [pattern]
+    if not is_glob(pattern):
+        return []
+    skip = [os.path.normpath(s) for s in skip]
+    return sorted(p for p in glob_fn(pattern) if not is_side_file(p) and not any(
+        fnmatch.fnmatchcase(os.path.normpath(p), s) for s in skip))
