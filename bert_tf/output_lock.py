@@ -48,8 +48,8 @@ def tf_config_chief():
     """False on a worker of a multi-worker cluster (TF_CONFIG) that is not its chief: the
     workers of one run share its output folder, and only the chief owns it."""
     try:
-        task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task") or {}
-        cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster") or {}
+        tf_config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+        task, cluster = tf_config.get("task") or {}, tf_config.get("cluster") or {}
     except (ValueError, AttributeError):
         return True   # a broken TF_CONFIG is the strategy's to report
     kind, index = task.get("type"), task.get("index", 0)

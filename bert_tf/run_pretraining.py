@@ -144,13 +144,12 @@ def check_resume(args, settings):
                 BertConfig.from_json_file(config_path))}))
     if theirs is None:
         return
-    now = settings if "input_file" in theirs else {"bert_config": settings["bert_config"]}
-    if not args.do_train:   # evaluating: only the model must be the checkpoints' model
-        theirs, now = {"bert_config": theirs.get("bert_config")}, \
-            {"bert_config": settings["bert_config"]}
+    # Evaluating compares the model alone, and so does a run from before the settings
+    # were kept (its record holds only the model).
+    keys = sorted(theirs) if args.do_train else ["bert_config"]
     differ = []
-    for key in sorted(set(theirs) | set(now)):
-        a, b = theirs.get(key), now.get(key)
+    for key in keys:
+        a, b = theirs.get(key), settings.get(key)
         if key == "bert_config" and a != b:
             fields = sorted(k for k in set(a or {}) | set(b or {})
                             if (a or {}).get(k) != (b or {}).get(k))
