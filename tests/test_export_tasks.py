@@ -664,6 +664,32 @@ def test_two_exports_into_one_folder_at_once_take_two_versions(ner_run, tmp_path
         assert (models / version / "assets.extra" / "tf_serving_warmup_requests").is_file()
 
 
+def test_an_export_killed_midway_leaves_no_version(ner_run, tmp_path):
+    """kill -9 while the SavedModel is being written: no version folder appears (a
+    server never loads half a model), and the next export takes version 1."""
+    import signal
+    import time
+    models = tmp_path / "models"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    command = [sys.executable, "-m", "export.saved_model", "--task", "ner",
+               "--checkpoint_dir", ner_run[0], "--output_dir", str(models)]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and run.poll() is None and not (
+            models.is_dir() and any(n.startswith(".tmp-") for n in os.listdir(models))):
+        time.sleep(0.05)
+    assert run.poll() is None, "the export ended before it could be killed"
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    assert not [n for n in os.listdir(models) if not n.startswith(".tmp-")]
+    again = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.strip().splitlines()[-1] == f"exported ner to {models / '1'}"
+
+
 def test_claim_version_takes_the_next_free_number(tmp_path, monkeypatch):
     """A version completed by another export after this one looked (simulated: the
     look says 1 while 1 and 2 exist) is not overwritten: the rename fails, 3 is taken."""
