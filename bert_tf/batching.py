@@ -28,6 +28,8 @@ per-token labels such as NER tags).
 
 import tensorflow as tf
 
+from bert_tf.input_names import PADDING_MASK
+
 MODES = ("sort", "bucket", "longest", "off")
 MULTIPLE = 8
 SORT_WINDOW_BATCHES = 50
@@ -50,7 +52,7 @@ def trim_to_longest(features, multiple=MULTIPLE):
     """Packed features [..., seq] -> [..., width]: width is the last real position of any
     sequence (padding_mask > 0), rounded up to `multiple`, at most seq (and `multiple` for
     an empty batch)."""
-    width = _batch_width(features["padding_mask"], multiple)
+    width = _batch_width(features[PADDING_MASK], multiple)
     return {name: value[..., :width] for name, value in features.items()}
 
 
@@ -71,7 +73,7 @@ def _inputs(element):
 def trim_batch(element, multiple=MULTIPLE):
     """trim_to_longest on a dataset element (inputs, labels...[, weights]): every tensor
     shaped like inputs["padding_mask"] is cut to the same width."""
-    mask = _inputs(element)["padding_mask"]
+    mask = _inputs(element)[PADDING_MASK]
     width = _batch_width(mask, multiple)
 
     def cut(x):
@@ -90,7 +92,7 @@ def batch(dataset, batch_size, mode, max_seq_length, drop_remainder=False,
     if mode == "sort":
         def sort_window(*window):
             element = _element(window)
-            order = tf.argsort(example_lengths(_inputs(element)["padding_mask"]),
+            order = tf.argsort(example_lengths(_inputs(element)[PADDING_MASK]),
                                stable=True)                              # [window]
             ordered = tf.nest.map_structure(lambda x: tf.gather(x, order), element)
             return tf.data.Dataset.from_tensor_slices(ordered).batch(
@@ -101,7 +103,7 @@ def batch(dataset, batch_size, mode, max_seq_length, drop_remainder=False,
         boundaries = list(range(multiple + 1, max_seq_length + 1, multiple))
         dataset = dataset.bucket_by_sequence_length(
             lambda *element: example_lengths(
-                _inputs(_element(element))["padding_mask"][None])[0],
+                _inputs(_element(element))[PADDING_MASK][None])[0],
             bucket_boundaries=boundaries,
             bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
             drop_remainder=drop_remainder)
@@ -178,7 +180,7 @@ def run_by_length(fn, features, per_token=(), overhead_tokens=CALL_OVERHEAD_TOKE
     back in the input order; those named in `per_token` (a token axis where the features
     have it) are padded back to seq with 0.
     """
-    mask = features["padding_mask"]
+    mask = features[PADDING_MASK]
     rank = len(mask.shape)
     n, seq = tf.shape(mask)[0], tf.shape(mask)[-1]
     width = rounded_width(example_lengths(mask), seq, multiple)            # [batch]

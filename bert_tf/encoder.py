@@ -20,9 +20,8 @@ import keras
 from keras import ops
 
 from bert_tf.config import BertConfig
+from bert_tf.input_names import INPUT_NAMES, PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
 from bert_tf.layers import MASK_LOGIT, BertEmbeddings, TransformerBlock
-
-INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -76,11 +75,11 @@ class BertEncoder(keras.Model):
 
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
                   for name in INPUT_NAMES}
-        x = embeddings(inputs["token_ids"], inputs["segment_ids"])
+        x = embeddings(inputs[TOKEN_IDS], inputs[SEGMENT_IDS])
         embedding_output = x
         # [batch, seq] 1/0 -> [batch, 1, 1, seq] additive bias, broadcast over heads and
         # query positions: padded keys get MASK_LOGIT.
-        mask = ops.cast(inputs["padding_mask"], "float32")
+        mask = ops.cast(inputs[PADDING_MASK], "float32")
         attention_bias = ((1.0 - mask) * MASK_LOGIT)[:, None, None, :]
         encoder_outputs = []
         for block in blocks:

@@ -13,13 +13,13 @@ Two truncation rules, as in google-research/bert:
   each. `truncate_seq_pair_random` does this on Python lists with an explicit
   `random.Random`, drawing exactly as google's does, so a seeded run makes the same cuts.
 
-The three outputs are named as everywhere in the project: `token_ids`, `segment_ids`,
-`padding_mask` (int32, 1 for real tokens).
+The three outputs are named as everywhere in the project (`bert_tf.input_names`):
+`token_ids`, `segment_ids`, `padding_mask` (int32, 1 for real tokens).
 """
 
 import tensorflow as tf
 
-OUTPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
+from bert_tf.input_names import PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):
@@ -134,9 +134,9 @@ class BertPacker(tf.Module):
         tokens = tf.where(is_sep, self.sep_id, tokens)
         tokens = tf.where(col == 0, self.cls_id, tokens)
         real = col < length                                                # [batch, L]
-        return {"token_ids": tf.where(real, tokens, self.pad_id),
-                "segment_ids": tf.cast(real & (col >= ka + 2), tf.int32),
-                "padding_mask": tf.cast(real, tf.int32)}
+        return {TOKEN_IDS: tf.where(real, tokens, self.pad_id),
+                SEGMENT_IDS: tf.cast(real & (col >= ka + 2), tf.int32),
+                PADDING_MASK: tf.cast(real, tf.int32)}
 
 
 def pair_lengths(len_a, len_b, budget):

@@ -39,25 +39,14 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf.files import decode_text
+# CJK_RANGES and load_vocab are also this module's public API (tasks/squad_metrics.py,
+# the README's examples).
+from bert_tf.text_rules import (CJK_RANGES, CLS_TOKEN, CONTINUATION_PREFIX, MASK_TOKEN,
+                                MAX_CHARS_PER_WORD, NUM_CODE_POINTS, PAD_TOKEN, SEP_TOKEN,
+                                UNK_TOKEN, dropped_code_points, is_punctuation, load_vocab,
+                                punctuation_code_points, unicode_categories,
+                                word_break_code_points)
 
-PAD_TOKEN, UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN = (
-    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-
-# google-research/bert's `_is_chinese_char` ranges (inclusive). Hangul, kana and the
-# CJK Extension G plane are not in it, so they are tokenized like any other script.
-CJK_RANGES = (
-    (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
-    (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F),
-)
-# All non-alphanumeric printable ASCII counts as punctuation ('$', '^', '`' included, which
-# Unicode files under symbols).
-_ASCII_PUNCT_RANGES = ((33, 47), (58, 64), (91, 96), (123, 126))
-
-# google's WordpieceTokenizer default: a word of more code points than this is one [UNK].
-# (HF's port uses 100; google-research/bert's FullTokenizer uses 200.)
-DEFAULT_MAX_CHARS_PER_WORD = 200
-
-_NUM_CODE_POINTS = 0x110000
 # RE2 refuses counted repetitions above 1000.
 _RE2_MAX_REPEAT = 1000
 
@@ -69,38 +58,6 @@ _SIG_CASED, _SIG_IGNORABLE = 1, 2
 _CAPITAL_SIGMA, _FINAL_SIGMA = 0x3A3, 0x3C2
 # Bits of the `post` table, looked up on code points after lower-casing + decomposition.
 _POST_CCC_MASK, _POST_MN, _POST_PUNCT, _POST_REORDER = 0xFF, 1 << 8, 1 << 9, 1 << 10
-
-
-def load_vocab(vocab_file):
-    """Reads a WordPiece vocabulary: one token per line, id = line number (from 0).
-
-    Lines are stripped of surrounding whitespace, as google's loader does. Raises ValueError
-    with one line naming the file when it is missing, empty, has a blank line, repeats a
-    token (google's loader would silently give the token its last id) or lacks [UNK].
-    """
-    path = vocab_file.decode() if isinstance(vocab_file, bytes) else str(vocab_file)
-    if not tf.io.gfile.exists(path):
-        raise ValueError(f"vocab file not found: {path}")
-    with tf.io.gfile.GFile(path, "rb") as f:
-        raw = f.read()
-    text = decode_text(raw, path)
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the newline that ends the last line
-    tokens = [line.strip() for line in lines]
-    if not tokens:
-        raise ValueError(f"vocab file {path} is empty")
-    seen = {}
-    for i, token in enumerate(tokens):
-        if not token:
-            raise ValueError(f"vocab file {path}: line {i + 1} is blank")
-        if token in seen:
-            raise ValueError(f"vocab file {path}: token {token!r} appears twice "
-                             f"(lines {seen[token] + 1} and {i + 1})")
-        seen[token] = i
-    if UNK_TOKEN not in seen:
-        raise ValueError(f"vocab file {path} has no {UNK_TOKEN} token")
-    return tokens
 
 
 def check_vocab_fits(vocab_file, vocab_size):
@@ -154,16 +111,10 @@ def check_case_matches_vocab(vocab_file, do_lower_case):
 
 
 @functools.lru_cache(maxsize=1)
-def _categories():
-    """Unicode general category of every code point, as Python's unicodedata has it."""
-    return [unicodedata.category(chr(cp)) for cp in range(_NUM_CODE_POINTS)]
-
-
-@functools.lru_cache(maxsize=1)
 def _assigned_code_points():
     """Code points that are not unassigned, private-use or surrogates (int array)."""
-    categories = _categories()
-    return np.array([cp for cp in range(_NUM_CODE_POINTS)
+    categories = unicode_categories()
+    return np.array([cp for cp in range(NUM_CODE_POINTS)
                      if categories[cp] not in ("Cn", "Co", "Cs")], np.int64)
 
 
@@ -176,40 +127,27 @@ def _code_point_tables(do_lower_case):
     info: bits 0-2 class, bits 3-4 final-sigma class, bits 5+ (expansion index + 1) where
     NFD(lower(c)) is not c itself (uncased only).
     """
-    categories = _categories()
-    names = sorted(set(categories))
-    code = {name: i for i, name in enumerate(names)}
-    category = np.fromiter((code[c] for c in categories), np.int8, _NUM_CODE_POINTS)
-
-    def in_category(*wanted):
-        return np.isin(category, [i for i, n in enumerate(names)
-                                  if n in wanted or n[0] + "*" in wanted])
-
-    cps = np.arange(_NUM_CODE_POINTS)
-    punct = in_category("P*")
-    for lo, hi in _ASCII_PUNCT_RANGES:
-        punct |= (cps >= lo) & (cps <= hi)
-    cjk = np.zeros(_NUM_CODE_POINTS, bool)
-    for lo, hi in CJK_RANGES:
-        cjk |= (cps >= lo) & (cps <= hi)
+    categories = unicode_categories()
+    # The classes are text_rules' rules as a table (text_rules.is_dropped, is_word_break,
+    # is_cjk, is_punctuation); tests/test_text_rules.py holds them equal on every code point.
+    punct = np.zeros(NUM_CODE_POINTS, bool)
+    punct[list(punctuation_code_points())] = True
     # Precedence as in google's cleaning: dropped, then whitespace, then CJK, then
     # punctuation; assigned here from lowest to highest.
-    info = np.zeros(_NUM_CODE_POINTS, np.int32)
+    info = np.zeros(NUM_CODE_POINTS, np.int32)
     info[punct] = _PUNCT
-    info[cjk] = _CJK
-    # Zl/Zp (U+2028/U+2029) survive google's cleaning but then split words in str.split().
-    info[in_category("Zs", "Zl", "Zp")] = _SPACE
-    info[in_category("Cc", "Cf")] = _DROP
-    info[[0, 0xFFFD]] = _DROP
-    info[[ord(c) for c in "\t\n\r "]] = _SPACE
+    for lo, hi in CJK_RANGES:
+        info[lo:hi + 1] = _CJK
+    info[list(word_break_code_points())] = _SPACE
+    info[list(dropped_code_points())] = _DROP
     if not do_lower_case:
         return info, None, np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32)
 
     # Unassigned, private-use and surrogate code points have no case, decomposition or
     # combining class, so only assigned characters need the slow per-character probes.
-    post = np.zeros(_NUM_CODE_POINTS, np.int32)
+    post = np.zeros(NUM_CODE_POINTS, np.int32)
     post[punct] |= _POST_PUNCT
-    post[in_category("Mn")] |= _POST_MN
+    post[np.fromiter((c == "Mn" for c in categories), bool, NUM_CODE_POINTS)] |= _POST_MN
     expansions = []
     for cp in _assigned_code_points().tolist():
         ch = chr(cp)
@@ -233,12 +171,6 @@ def _code_point_tables(do_lower_case):
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int32)
     values = np.array([c for e in expansions for c in e], np.int32)
     return info, post, values, starts, lengths
-
-
-def _is_google_punct(ch):
-    cp = ord(ch)
-    return (any(lo <= cp <= hi for lo, hi in _ASCII_PUNCT_RANGES)
-            or unicodedata.category(ch).startswith("P"))
 
 
 @functools.lru_cache(maxsize=2)
@@ -310,7 +242,7 @@ def _fast_path_alphabet(do_lower_case):
         else:
             if google == "":
                 want = [a, suffix_a]
-            elif (info[cp] & 7) == _CJK or _is_google_punct(google):
+            elif (info[cp] & 7) == _CJK or is_punctuation(google):
                 want = [a, unk, a]
             elif google == "a":
                 want = [a, suffix_a, suffix_a]
@@ -598,7 +530,7 @@ class BertTokenizer(tf.Module):
     """
 
     def __init__(self, vocab_file, do_lower_case=True,
-                 max_chars_per_word=DEFAULT_MAX_CHARS_PER_WORD, fast_shards=None, name=None):
+                 max_chars_per_word=MAX_CHARS_PER_WORD, fast_shards=None, name=None):
         super().__init__(name=name)
         vocab_file = vocab_file.decode() if isinstance(vocab_file, bytes) else str(vocab_file)
         # Plain-Python lookups live outside tf.Module's attribute tracking, which would wrap
@@ -625,13 +557,13 @@ class BertTokenizer(tf.Module):
         self._fast_wordpiece = tf_text.FastWordpieceTokenizer(
             token_out_type=tf.int32,
             model_buffer=_as_uint8(tf_text.build_fast_wordpiece_model(
-                self.vocab, max_bytes, "##", UNK_TOKEN, False, False)))
+                self.vocab, max_bytes, CONTINUATION_PREFIX, UNK_TOKEN, False, False)))
         self._fast_shards = max(1, min(int(fast_shards or os.cpu_count() or 1), 16))
         # Exact path: words arrive already split, over-long ones already replaced.
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             token_out_type=tf.int32,
             model_buffer=_as_uint8(tf_text.build_fast_wordpiece_model(
-                self.vocab, max_bytes, "##", UNK_TOKEN, True, False)))
+                self.vocab, max_bytes, CONTINUATION_PREFIX, UNK_TOKEN, True, False)))
 
         self._basic = BasicTokenizer(self.do_lower_case)
         self._vocab_tensor = tf.constant(self.vocab)      # [vocab_size]

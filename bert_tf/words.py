@@ -28,27 +28,25 @@ import bisect
 import functools
 import re
 
-from bert_tf.tokenization import CJK_RANGES, _ASCII_PUNCT_RANGES, _categories
-
-_MAX_CODE_POINT = 0x10FFFF
+from bert_tf.text_rules import CJK_RANGES, NUM_CODE_POINTS, punctuation_code_points
 
 
 @functools.lru_cache(maxsize=1)
 def separators():
     """The characters that separate words (Python's `\\s` on str): ASCII whitespace,
     \\x1c-\\x1f, and Unicode's spaces and line/paragraph separators."""
-    return "".join(chr(c) for c in range(_MAX_CODE_POINT + 1) if re.match(r"\s", chr(c)))
+    return "".join(chr(c) for c in range(NUM_CODE_POINTS) if re.match(r"\s", chr(c)))
 
 
 @functools.lru_cache(maxsize=1)
 def single_character_ranges():
     """Sorted, disjoint, inclusive (first, last) code point ranges of the characters that
     are always a word alone: google's punctuation and CJK ideographs."""
-    # The tokenizer's cached table of every code point's category (google's rule is on it).
-    alone = [category.startswith("P") for category in _categories()]
-    for lo, hi in tuple(_ASCII_PUNCT_RANGES) + tuple(CJK_RANGES):
-        for cp in range(lo, hi + 1):
-            alone[cp] = True
+    alone = [False] * NUM_CODE_POINTS
+    for cp in punctuation_code_points():
+        alone[cp] = True
+    for lo, hi in CJK_RANGES:
+        alone[lo:hi + 1] = [True] * (hi + 1 - lo)
     ranges, start = [], None
     for cp, flag in enumerate(alone + [False]):
         if flag and start is None:

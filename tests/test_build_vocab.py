@@ -1,4 +1,4 @@
-"""build_vocab: reserved ids, full character coverage, size bounds, determinism, CLI errors."""
+"""build_vocab and its library (wordpiece_learner): reserved ids, full character coverage, size bounds, determinism, CLI errors."""
 
 import os
 
@@ -6,19 +6,21 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import build_vocab as bv
+from bert_tf import wordpiece_learner as wl
+from bert_tf.text_rules import SPECIAL_TOKENS
 from bert_tf.tokenization import BertTokenizer, load_vocab
 
 
 @pytest.fixture(scope="module")
 def corpus_counts(stdlib_corpus):
-    return bv.count_words([stdlib_corpus], do_lower_case=True, progress=False)
+    return wl.count_words([stdlib_corpus], do_lower_case=True, progress=False)
 
 
 @pytest.fixture(scope="module")
 def vocab_file(corpus_counts, tmp_path_factory):
-    vocab = bv.learn_wordpiece(corpus_counts, 8000, progress=False)
+    vocab = wl.learn_wordpiece(corpus_counts, 8000, progress=False)
     path = str(tmp_path_factory.mktemp("vocab") / "vocab.txt")
-    bv.write_vocab(vocab, path)
+    wl.write_vocab(vocab, path)
     return path
 
 
@@ -56,20 +58,20 @@ def test_no_unk_on_training_corpus(vocab_file, stdlib_corpus, corpus_counts):
 
 def test_deterministic_and_bounded(corpus_counts):
     sample = dict(sorted(corpus_counts.items())[:3000])
-    first = bv.learn_wordpiece(sample, 2000, progress=False)
-    assert first == bv.learn_wordpiece(dict(reversed(list(sample.items()))), 2000,
+    first = wl.learn_wordpiece(sample, 2000, progress=False)
+    assert first == wl.learn_wordpiece(dict(reversed(list(sample.items()))), 2000,
                                        progress=False)
     assert len(first) == 2000
     # Without enough repeated pairs it stops early, below the requested size.
-    small = bv.learn_wordpiece({"alpha": 3, "beta": 1}, 1000, progress=False)
+    small = wl.learn_wordpiece({"alpha": 3, "beta": 1}, 1000, progress=False)
     assert len(small) < 1000 and "alpha" in small and "beta" not in small
     with pytest.raises(ValueError, match="vocab_size 20 is too small"):
-        bv.learn_wordpiece(sample, 20, progress=False)
+        wl.learn_wordpiece(sample, 20, progress=False)
 
 
 def test_learned_merges_pinned():
     counts = {"low": 5, "lower": 2, "newest": 6, "widest": 3}
-    vocab = bv.learn_wordpiece(counts, 40, progress=False)
+    vocab = wl.learn_wordpiece(counts, 40, progress=False)
     learned = vocab[5 + 2 * 10:]   # after reserved and 10 characters x 2
     # Most frequent pair first: ##e+##s (9: newest, widest), ##es+##t (9); then the tie at
     # 7 between l+##o and ##o+##w goes to the alphabetically first ('#' < 'l').
@@ -81,7 +83,7 @@ def test_learned_merges_pinned():
 def test_cased_keeps_capitals(tmp_path):
     path = tmp_path / "cased.txt"
     path.write_text("Hello World. Hello again, World!\n" * 5, encoding="utf-8")
-    vocab = bv.build_vocab([str(path)], 100, do_lower_case=False, progress=False)
+    vocab = wl.build_vocab([str(path)], 100, do_lower_case=False, progress=False)
     assert "Hello" in vocab and "World" in vocab and "hello" not in vocab
 
 
@@ -93,7 +95,7 @@ def test_cli_writes_file_and_reports_errors(tmp_path, capsys):
                         "--vocab_size", "60", "--do_lower_case"])
     vocab = load_vocab(str(out))
     assert list(returned) == list(vocab)
-    assert vocab[:5] == list(bv.RESERVED_TOKENS) and "the" in vocab and "cat" in vocab
+    assert vocab[:5] == list(SPECIAL_TOKENS) and "the" in vocab and "cat" in vocab
     assert os.listdir(out.parent) == ["vocab.txt"]          # no temporary file left
 
     # A bad input: one `error: ...` line and exit status 1 (bert_tf/cli.py).

@@ -14,10 +14,16 @@ the corpus, is what must be in memory.
 
 import collections
 import dataclasses
+import errno
 import json
+import os
 import re
 
-UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN = "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+from bert_tf import text_rules
+from bert_tf.text_rules import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN, UNK_TOKEN
+
+# The tokens the pretraining data is made of, besides the text's.
+PRETRAINING_TOKENS = (UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN)
 
 INPUT_FORMATS = ("lines", "paragraphs", "jsonl")
 # A block ends at the first document boundary after block_bytes. When there is none before
@@ -57,43 +63,38 @@ class Settings:
 # ------------------------------------------------------------------------------ vocab
 
 def load_vocab(vocab_file):
-    """Reads a WordPiece vocabulary (one token per line, id = line number, lines stripped as
-    google's loader does) -> list of tokens.
+    """Reads a WordPiece vocabulary -> list of tokens: `bert_tf.text_rules.load_vocab` with
+    the special tokens the pretraining data needs, its lines worded for --vocab_file.
 
-    The same checks as `bert_tf.tokenization.load_vocab` (which needs TensorFlow), plus the
-    special tokens the pretraining data needs. Raises ValueError with one line naming the
-    file: missing, not UTF-8, empty, a blank line, a repeated token, or no [UNK], [CLS],
-    [SEP] or [MASK].
+    Raises ValueError with one line naming the file: unreadable, not UTF-8, empty, a blank
+    line, a repeated token, or no [UNK], [CLS], [SEP] or [MASK].
     """
     try:
-        with open(vocab_file, "rb") as f:
-            raw = f.read()
+        return text_rules.load_vocab(vocab_file, required=PRETRAINING_TOKENS)
     except OSError as e:
         raise ValueError(f"--vocab_file: cannot read {vocab_file}: {e.strerror}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"--vocab_file: {vocab_file} is not UTF-8 ({e.reason} at byte "
-                         f"{e.start})") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()   # the newline that ends the last line
-    tokens = [line.strip() for line in lines]
-    if not tokens:
-        raise ValueError(f"--vocab_file: {vocab_file} is empty")
-    seen = {}
-    for i, token in enumerate(tokens):
-        if not token:
-            raise ValueError(f"--vocab_file: {vocab_file} line {i + 1} is blank")
-        if token in seen:
-            raise ValueError(f"--vocab_file: {vocab_file} has {token!r} twice (lines "
-                             f"{seen[token] + 1} and {i + 1})")
-        seen[token] = i
-    missing = [t for t in (UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN) if t not in seen]
-    if missing:
-        raise ValueError(f"--vocab_file: {vocab_file} lacks {', '.join(missing)}")
-    return tokens
+    except text_rules.VocabError as e:
+        raise ValueError(_vocab_line(e, vocab_file)) from None
 
+
+def _vocab_line(error, vocab_file):
+    """The one line this command says for a refused vocabulary."""
+    d = error.details
+    if error.problem == "not_found":
+        return f"--vocab_file: cannot read {vocab_file}: {os.strerror(errno.ENOENT)}"
+    if error.problem == "not_text":
+        if "reason" in d:
+            return (f"--vocab_file: {vocab_file} is not UTF-8 ({d['reason']} at byte "
+                    f"{d['byte']})")
+        return f"--vocab_file: {error}"
+    if error.problem == "empty":
+        return f"--vocab_file: {vocab_file} is empty"
+    if error.problem == "blank":
+        return f"--vocab_file: {vocab_file} line {d['line']} is blank"
+    if error.problem == "repeated":
+        return (f"--vocab_file: {vocab_file} has {d['token']!r} twice (lines {d['first']} "
+                f"and {d['second']})")
+    return f"--vocab_file: {vocab_file} lacks {', '.join(d['tokens'])}"
 
 
 # ------------------------------------------------------------------------------ blocks

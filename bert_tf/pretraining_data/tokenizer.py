@@ -21,18 +21,12 @@ import unicodedata
 
 import numpy as np
 
-from bert_tf.pretraining_data.inputs import UNK_TOKEN
+from bert_tf.text_rules import (CONTINUATION_PREFIX, MAX_CHARS_PER_WORD, UNK_TOKEN, is_cjk,
+                                is_dropped, is_punctuation)
 
-# google-research/bert's `_is_chinese_char` ranges (inclusive).
-CJK_RANGES = (
-    (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
-    (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F),
-)
-# google's word limit: a word of more code points than this is one [UNK].
-MAX_CHARS_PER_WORD = 200
-
-_ASCII_PUNCT = "".join(chr(c) for lo, hi in ((33, 47), (58, 64), (91, 96), (123, 126))
-                       for c in range(lo, hi + 1))
+# The ASCII part of text_rules' rules as strings, for str.translate and the regexes below
+# (built from the rules, so nothing here can disagree with them).
+_ASCII_PUNCT = "".join(chr(c) for c in range(128) if is_punctuation(chr(c)))
 # An ASCII chunk (no whitespace in it) -> its words: runs of non-punctuation, and each
 # punctuation character alone.
 _ASCII_WORDS = re.compile("[^" + re.escape(_ASCII_PUNCT) + "]+|[" + re.escape(_ASCII_PUNCT) + "]")
@@ -41,21 +35,12 @@ _ASCII_WORDS_JOINED = re.compile(
     "[^\n" + re.escape(_ASCII_PUNCT) + "]+|[" + re.escape(_ASCII_PUNCT) + "]|\n")
 # ASCII control characters google deletes (tab, newline and return are whitespace instead).
 # Python's str.split() would treat \x0b, \x0c and \x1c-\x1f as word breaks, google does not.
-_ASCII_CONTROL = "".join(chr(c) for c in list(range(0, 9)) + [11, 12] + list(range(14, 32))
-                         + [127])
+_ASCII_CONTROL = "".join(chr(c) for c in range(128) if is_dropped(chr(c)))
 _NOT_CONTROL = bytes(b for b in range(256) if chr(b) not in _ASCII_CONTROL)
 # Lines of a batch are joined with this chunk between them (cleaning deletes \x01 from the
 # text itself, so it cannot occur in a cleaned line).
 _LINE_SEPARATOR = "\x01"
 _SEPARATOR_JOIN = " \x01 "
-
-
-def _is_cjk(cp):
-    return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
-
-
-def _is_punct(ch):
-    return ch in _ASCII_PUNCT or unicodedata.category(ch)[0] == "P"
 
 
 class CachedTokenizer:
@@ -179,12 +164,10 @@ class CachedTokenizer:
         for ch in chars - self._known:
             self._known.add(ch)
             cp = ord(ch)
-            if ch in "\t\n\r":
-                continue
-            if cp == 0 or cp == 0xFFFD or unicodedata.category(ch) in ("Cc", "Cf"):
+            if is_dropped(ch):
                 self._line_map[cp] = None
                 self._special.add(ch)
-            elif _is_cjk(cp):
+            elif is_cjk(cp):
                 self._line_map[cp] = f" {ch} "
                 self._special.add(ch)
         if self._special.isdisjoint(chars):
@@ -264,7 +247,7 @@ class CachedTokenizer:
     def _split_punct(text):
         words, current = [], []
         for ch in text:
-            if _is_punct(ch):
+            if is_punctuation(ch):
                 if current:
                     words.append("".join(current))
                     current = []
@@ -287,7 +270,8 @@ class CachedTokenizer:
         while start < n:
             end = min(n, start + self._longest)
             while end > start:
-                piece = word[start:end] if start == 0 else "##" + word[start:end]
+                piece = word[start:end] if start == 0 else \
+                    CONTINUATION_PREFIX + word[start:end]
                 token_id = vocab.get(piece)
                 if token_id is not None:
                     break

@@ -18,9 +18,9 @@ import numpy as np
 
 from bert_tf.pretraining_data import instances as instances_lib
 from bert_tf.pretraining_data import masking, records
-from bert_tf.pretraining_data.inputs import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN, decode, \
-    load_vocab, parse_documents, read_block
+from bert_tf.pretraining_data.inputs import decode, load_vocab, parse_documents, read_block
 from bert_tf.pretraining_data.tokenizer import CachedTokenizer
+from bert_tf.text_rules import CLS_TOKEN, CONTINUATION_PREFIX, MASK_TOKEN, SEP_TOKEN
 
 # Instances packed, masked and serialized together: big enough to amortize numpy's per-call
 # cost, small enough to keep the working set of a worker near 10 MB.
@@ -42,7 +42,7 @@ def _resources(settings):
         _worker_state.update(
             key=key, vocab_size=len(vocab),
             tokenizer=CachedTokenizer(vocab, settings.do_lower_case),
-            is_subword=np.array([t.startswith("##") for t in vocab], bool),
+            is_subword=np.array([t.startswith(CONTINUATION_PREFIX) for t in vocab], bool),
             cls_id=vocab.index(CLS_TOKEN), sep_id=vocab.index(SEP_TOKEN),
             mask_id=vocab.index(MASK_TOKEN))
     return _worker_state
