@@ -43,7 +43,7 @@ def ours(batch, dtype, tmp, jit_compile=False):
     import tensorflow as tf
 
     from bert_tf.config import BertConfig
-    from bert_tf.pretraining.model import BertPretrainer
+    from bert_tf.pretrainer import BertPretrainer
     from bert_tf.pretraining.optimization import create_optimizer
     from bert_tf.pretraining.trainer import Pretrainer
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")

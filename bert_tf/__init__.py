@@ -22,7 +22,7 @@ _API = {
     "BertTokenizer": "bert_tf.tokenization",
     "BertPacker": "bert_tf.packing",
     "BertEncoder": "bert_tf.encoder",
-    "BertPretrainer": "bert_tf.pretraining.model",
+    "BertPretrainer": "bert_tf.pretrainer",
     "BertClassifier": "bert_tf.task_models",
     "BertMultipleChoice": "bert_tf.task_models",
     "BertTokenClassifier": "bert_tf.task_models",

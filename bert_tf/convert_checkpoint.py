@@ -5,8 +5,9 @@
 
 The input format is detected unless --input_format says it. A checkpoint with pretraining
 heads (cls/...) is converted with them; an encoder-only one stays encoder-only. Every
-tensor is shape-checked on the way (see bert_tf/checkpoints.py); the output is written
-under a temporary name beside --output and renamed when complete.
+tensor is shape-checked on the way (see bert_tf/checkpoint_formats/core.py); the output
+is written under a temporary name beside --output and renamed when complete. The format
+choices are the registered formats' names (bert_tf/checkpoint_formats/), in their order.
 """
 
 import glob
@@ -17,6 +18,7 @@ from bert_tf.cli import ArgumentParser, boolean, check_not_inputs, run_main
 
 
 def parse_args(argv=None):
+    from bert_tf.checkpoints import format_names
     parser = ArgumentParser(
         prog="python -m bert_tf.convert_checkpoint",
         description=__doc__.split("\n\n")[0] + " Formats: google = bert_model.ckpt + "
@@ -33,9 +35,8 @@ def parse_args(argv=None):
     parser.add_argument("--output", required=True,
                         help="directory to write (for keras, a path ending in .keras writes "
                              "just that file)")
-    parser.add_argument("--output_format", required=True, choices=("google", "hf", "keras", "keras_hub"))
-    parser.add_argument("--input_format", default="auto",
-                        choices=("auto", "google", "hf", "keras", "keras_hub"),
+    parser.add_argument("--output_format", required=True, choices=format_names())
+    parser.add_argument("--input_format", default="auto", choices=("auto",) + format_names(),
                         help="default: detected from --input")
     parser.add_argument("--bert_config_file", default=None,
                         help="config JSON (google's bert_config.json or HF config.json); "
@@ -71,7 +72,7 @@ def convert(input_path, output, output_format, input_format="auto", bert_config_
 
     from bert_tf import checkpoints
     from bert_tf.encoder import BertEncoder
-    from bert_tf.pretraining.model import BertPretrainer
+    from bert_tf.pretrainer import BertPretrainer
 
     log(f"reading {input_path}")
     checkpoint = checkpoints.read_checkpoint(input_path, input_format, bert_config_file)

@@ -178,7 +178,7 @@ def build(args, strategy, config):
     import keras
 
     from bert_tf import checkpoints
-    from bert_tf.pretraining.model import BertPretrainer
+    from bert_tf.pretrainer import BertPretrainer
     from bert_tf.pretraining.optimization import create_optimizer
 
     if args.vocab_file:

@@ -28,7 +28,7 @@ from bert_tf.checkpoints import load_encoder  # noqa: E402
 from bert_tf.config import BertConfig  # noqa: E402
 from bert_tf.encoder import BertEncoder  # noqa: E402
 from bert_tf.pretraining import fit  # noqa: E402
-from bert_tf.pretraining.model import BertPretrainer  # noqa: E402
+from bert_tf.pretrainer import BertPretrainer  # noqa: E402
 from bert_tf.pretraining.optimization import create_optimizer  # noqa: E402
 from bert_tf.task_models import (BertClassifier, BertMultipleChoice,  # noqa: E402
                                  BertSpanLabeler, BertTokenClassifier)

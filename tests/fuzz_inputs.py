@@ -61,7 +61,7 @@ def build(directory, minilm_dir):
 
     from bert_tf.checkpoints import write_google_checkpoint
     from bert_tf.config import BertConfig
-    from bert_tf.pretraining.model import BertPretrainer
+    from bert_tf.pretrainer import BertPretrainer
     from tests.testing import write_pretraining_shards
 
     d = lambda *names: os.path.join(directory, *names)  # noqa: E731

@@ -99,7 +99,7 @@ def test_save_task_model_checks_labels(tmp_path):
 
 
 @pytest.mark.parametrize("module", ["bert_tf.task_models", "bert_tf.encoder", "bert_tf.config",
-                                    "bert_tf.packing", "bert_tf.pretraining.model"])
+                                    "bert_tf.packing", "bert_tf.pretrainer"])
 def test_docstring_examples_run(module):
     import importlib
     failures, tried = doctest.testmod(importlib.import_module(module),

@@ -11,7 +11,7 @@ import tensorflow as tf
 from bert_tf.checkpoints import load_encoder, save_checkpoint
 from bert_tf.config import BertConfig
 from bert_tf.packing import BertPacker
-from bert_tf.pretraining.model import BertPretrainer
+from bert_tf.pretrainer import BertPretrainer
 from bert_tf.tokenization import BertTokenizer
 from export.saved_model import build_module, export, main, next_version
 

@@ -758,7 +758,7 @@ def all_exports(classifier_runs, swag_run, ner_run, squad_runs, tmp_path_factory
     """{TF Serving model name in docs/serving.md: export path} of every task's export."""
     from bert_tf.checkpoints import save_checkpoint
     from bert_tf.config import BertConfig
-    from bert_tf.pretraining.model import BertPretrainer
+    from bert_tf.pretrainer import BertPretrainer
     root = tmp_path_factory.mktemp("doc_models")
     save_checkpoint(BertPretrainer.from_config_object(BertConfig.preset("tiny",
                                                                         vocab_size=30522)),

@@ -1,4 +1,4 @@
-"""keras-hub's BERT to our models and back (bert_tf/keras_hub_format.py), on real MiniLM
+"""keras-hub's BERT to our models and back (bert_tf/checkpoint_formats/keras_hub.py), on real MiniLM
 weights: weights bit-exact both ways, outputs equal to keras-hub's own on the same
 weights, presets written and read, the HF -> ours -> keras-hub -> ours round trip."""
 
@@ -13,7 +13,7 @@ import pytest
 
 import bert_tf
 from bert_tf import checkpoints
-from bert_tf import keras_hub_format as khf
+from bert_tf.checkpoint_formats import keras_hub as khf
 from bert_tf.config import BertConfig
 from tests.test_checkpoints import minilm  # noqa: F401  (fixture: inputs + HF reference)
 

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 from bert_tf.pretraining.data import pretraining_dataset
-from bert_tf.pretraining.model import BertPretrainer
+from bert_tf.pretrainer import BertPretrainer
 from bert_tf.pretraining.optimization import (WarmupLinearDecay, create_optimizer,
                                               decayed_variables)
 from bert_tf.pretraining.trainer import Pretrainer

@@ -5,9 +5,14 @@
     outputs {"mlm_logits": float32 [batch, predictions, vocab],
              "nsp_logits": float32 [batch, 2]}
 
-run_pretraining's tf.distribute loop (trainer.py) calls the model and computes the loss
-itself. Keras' `fit()` (any backend, see fit.py) gets the same loss from `compute_loss`,
-with the labels as `y`: {"masked_lm_ids", "masked_lm_weights", "next_sentence_labels"}.
+run_pretraining's tf.distribute loop (pretraining/trainer.py) calls the model and
+computes the loss itself. Keras' `fit()` (any backend, see pretraining/fit.py) gets the
+same loss from `compute_loss`, with the labels as `y`: {"masked_lm_ids",
+"masked_lm_weights", "next_sentence_labels"}.
+
+The model sits beside the encoder and the task models, below the checkpoint formats that
+build it; the pretraining loss is the training package's, imported when fit() asks for it,
+so reading or converting a checkpoint imports nothing of training.
 """
 
 import keras
@@ -15,7 +20,6 @@ import keras
 from bert_tf.config import BertConfig
 from bert_tf.encoder import INPUT_NAMES, BertEncoder
 from bert_tf.heads import MaskedLMHead, NextSentenceHead
-from bert_tf.pretraining.losses import local_sums, metrics_from_sums
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -72,6 +76,7 @@ class BertPretrainer(keras.Model):
         predictions] and next_sentence_labels [batch]."""
         if getattr(self, "_compile_loss", None) is not None:
             return super().compute_loss(x, y, y_pred, sample_weight, training)
+        from bert_tf.pretraining.losses import local_sums, metrics_from_sums
         return metrics_from_sums(local_sums(y_pred, y))["loss"]
 
     def get_config(self):

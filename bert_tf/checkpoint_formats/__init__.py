@@ -1,0 +1,13 @@
+"""Checkpoint formats: the core (name table, strict restore, format registry) and one
+module per format above it, each registering itself with the core on import.
+
+The built-in formats are imported here, so that importing any one of them registers all
+four in one order: the order detection tries them in and convert_checkpoint lists them.
+A new format is one more module that calls `core.register_format` (and, if built in, one
+more line below).
+"""
+
+from bert_tf.checkpoint_formats import google  # noqa: F401  (registers "google")
+from bert_tf.checkpoint_formats import hf  # noqa: F401  (registers "hf")
+from bert_tf.checkpoint_formats import keras  # noqa: F401  (registers "keras")
+from bert_tf.checkpoint_formats import keras_hub  # noqa: F401  (registers "keras_hub")
