@@ -28,6 +28,9 @@ import re
 import shutil
 import sys
 
+# check_not_inputs, check_seq_length: the commands import them from here; the library
+# parts of a command (no argparse) from bert_tf/checks.py.
+from bert_tf.checks import check_not_inputs, check_seq_length  # noqa: F401
 from bert_tf.output_lock import OutputLock, tf_config_chief
 
 # --mixed_precision / --dtype name -> Keras dtype policy.
@@ -82,22 +85,6 @@ def check_flags(args, positive=(), non_negative=(), fractions=(), finite=()):
         value = getattr(args, name, None)   # a task's own flag, absent from the others
         if value is not None and not (math.isfinite(value) and ok(value)):
             raise ValueError(f"--{name} must be {expected}, got {value}")
-
-
-# What one packed sequence must hold beside the texts' tokens, by the number of texts:
-# [CLS] A [SEP] (one text), [CLS] A [SEP] B [SEP] (a pair).
-SEQUENCE_LAYOUTS = {1: "[CLS] A [SEP]", 2: "[CLS] A [SEP] B [SEP]"}
-
-
-def check_seq_length(value, texts=1, flag="--max_seq_length"):
-    """ValueError naming the command's flag when `value` leaves no room for one token of
-    each of `texts` texts beside [CLS] and their [SEP]s (3 for one text, 5 for a pair):
-    shorter, every example would hold special tokens alone. Commands call it before any
-    work, so the line names what the user typed, not BertPacker's `seq_length`."""
-    least = 1 + 2 * texts
-    if value is not None and value < least:
-        raise ValueError(f"{flag} must be >= {least} ({SEQUENCE_LAYOUTS[texts]} with one "
-                         f"token of each text), got {value}")
 
 
 def error_message(error):
@@ -197,31 +184,6 @@ def _locked_outputs(args, flags):
         if isinstance(path, str) and path and "://" not in path:
             found.append((flag, path.split(",")[0] if flag == "output_file" else path))
     return found
-
-
-def check_not_inputs(outputs, inputs):
-    """ValueError when a path a command is about to write is one of its inputs (the same
-    file, through a link or another spelling too) or a folder it replaces that holds one:
-    writing it would destroy what the command reads. `outputs`, `inputs`: (flag, path)
-    pairs; an output path that does not exist yet is no input."""
-    def same(a, b):
-        try:
-            return os.path.samefile(a, b)
-        except OSError:
-            return False
-    for out_flag, out in outputs:
-        if not out or "://" in out or not os.path.exists(out):
-            continue
-        for in_flag, path in inputs:
-            if not path or "://" in path:
-                continue
-            inside = os.path.isdir(out) and os.path.realpath(path).startswith(
-                os.path.realpath(out) + os.sep)
-            if same(out, path) or inside:
-                what = "holds" if inside else "is"
-                raise ValueError(
-                    f"--{out_flag}={out} {what} the input {in_flag}={path}: writing it "
-                    f"would destroy the input; choose another --{out_flag}")
 
 
 def _new_output_dirs(args):

@@ -12,16 +12,33 @@ reader, the Keras-fit reader). TF-free, so create_pretraining_data's main proces
   download's `.part`) and locks (`.lock`, output_lock.py).
 - A side file named explicitly (no glob characters) is still what the user asked for, and
   the command checks it like any other input.
+
+`expand_file_patterns` is the readers' whole rule for shards (run_pretraining's tf.data
+reader and the Keras-fit reader): the files of comma-separated patterns, sorted, with a
+pattern that matches nothing, a folder and an empty file refused.
 """
 
 import fnmatch
 import glob
 import os
 import re
+import typing
 
 # Names of the side files a glob leaves out (see the module docstring).
 SIDE_FILE = re.compile(r"(\.summary\.json|\.tmp|\.tmp-part\d+|\.part|\.lock)$")
 _MAGIC = re.compile(r"[*?[]")
+
+
+class FileSystem(typing.NamedTuple):
+    """The calls a pattern is expanded with: Python's for local paths (LOCAL), or
+    tf.io.gfile's, which also reach paths with a scheme (gs://...)."""
+    glob: typing.Callable
+    exists: typing.Callable
+    isdir: typing.Callable
+    size: typing.Callable    # path -> bytes
+
+
+LOCAL = FileSystem(glob.glob, os.path.exists, os.path.isdir, os.path.getsize)
 
 
 def is_glob(pattern):
@@ -54,3 +71,32 @@ def match(pattern, glob_fn=glob.glob, exists=os.path.exists, skip=()):
     skip = [os.path.normpath(s) for s in skip]
     return sorted(p for p in glob_fn(pattern) if not is_side_file(p) and not any(
         fnmatch.fnmatchcase(os.path.normpath(p), s) for s in skip))
+
+
+
+def expand_file_patterns(patterns, skip=(), fs=LOCAL, allow_empty=False):
+    """Comma-separated globs (or a list of them) -> sorted file list; an error names a
+    pattern that matches nothing. A path that exists as written is taken literally, and
+    a glob skips the project's side files (`train.summary.json` beside `train-*` shards)
+    and the paths matching a glob of `skip`: what the run itself writes in its output
+    folder, so that `--input_file='DIR/train*' --output_dir=DIR` matches the same shards
+    when the run resumes as when it started (not its `train/` summaries and
+    `train_log.jsonl`). A folder is refused, and an empty file unless `allow_empty` (a
+    reader that names an empty shard itself, when it reaches it). `fs`: the file system's
+    calls (LOCAL, or tf.io.gfile's)."""
+    files = []
+    for pattern in split_patterns(patterns):
+        matched = match(pattern, fs.glob, fs.exists, skip=skip)
+        if not matched:
+            raise FileNotFoundError(f"--input_file: no file matches {pattern!r}")
+        files.extend(matched)
+    files = sorted(set(files))
+    for file in files:
+        # A repeated stream of nothing would wait forever for its first batch.
+        if fs.isdir(file):
+            raise ValueError(f"--input_file: {file} is a directory (give a glob of its "
+                             f"shards, e.g. {file.rstrip('/')}/*.tfrecord)")
+        if not allow_empty and fs.size(file) == 0:
+            raise ValueError(f"--input_file: {file} is empty (0 bytes, no records); "
+                             f"remove it or write the shards again")
+    return files

@@ -23,6 +23,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import create_pretraining_data as cpd
+from bert_tf import shard_schema, tfrecord
 from bert_tf.pretraining.data import feature_spec, pretraining_dataset
 from bert_tf.pretraining_data import instances, masking, records
 from bert_tf.pretraining_data.inputs import iter_blocks, load_vocab, read_block
@@ -164,7 +165,7 @@ def test_records_are_byte_identical_to_tensorflows(tmp_path, seq, pred, vocab_si
     with tf.io.TFRecordWriter(ref) as writer:
         for i in range(n):
             feature = {}
-            for name, kind in records.FEATURES:
+            for name, kind in shard_schema.KINDS.items():
                 values = feats[name][i].astype(np.float32 if kind == "float" else np.int64).tolist()
                 feature[name] = tf.train.Feature(
                     int64_list=tf.train.Int64List(value=values)) if kind == "int" else \
@@ -179,24 +180,24 @@ def test_records_are_byte_identical_to_tensorflows(tmp_path, seq, pred, vocab_si
         f.write(ours)
     ds = tf.data.TFRecordDataset(path).batch(n)
     parsed = tf.io.parse_example(next(iter(ds)), feature_spec(seq, pred))
-    for name, _ in records.FEATURES:
+    for name in shard_schema.KINDS:
         np.testing.assert_array_equal(parsed[name].numpy(), feats[name].astype(
             np.float32 if name == "masked_lm_weights" else np.int64))
 
 
 def test_crc32c_known_values():
     # iSCSI (RFC 3720, B.4) test vectors and the classic check value.
-    assert records.crc32c(b"123456789") == 0xE3069283
-    assert records.crc32c(b"") == 0
-    assert records.crc32c(bytes(32)) == 0x8A9136AA
-    assert records.crc32c(b"\xff" * 32) == 0x62A8AB43
-    assert records.crc32c(bytes(range(32))) == 0x46DD794E
+    assert tfrecord.crc32c(b"123456789") == 0xE3069283
+    assert tfrecord.crc32c(b"") == 0
+    assert tfrecord.crc32c(bytes(32)) == 0x8A9136AA
+    assert tfrecord.crc32c(b"\xff" * 32) == 0x62A8AB43
+    assert tfrecord.crc32c(bytes(range(32))) == 0x46DD794E
     # Many ranges of one buffer at once (every length mod 4) agree with one at a time.
     buf = np.random.default_rng(0).integers(0, 256, 4000, dtype=np.uint8)
     first = np.arange(0, 40) * 20
     lengths = np.arange(40, 0, -1) * 3 % 77
-    got = records.crc32c_aligned(buf.view("<u4"), first, lengths)
-    want = [records.crc32c(buf[4 * w:4 * w + n].tobytes()) for w, n in zip(first, lengths)]
+    got = tfrecord.crc32c_aligned(buf.view("<u4"), first, lengths)
+    want = [tfrecord.crc32c(buf[4 * w:4 * w + n].tobytes()) for w, n in zip(first, lengths)]
     assert got.tolist() == want
 
 

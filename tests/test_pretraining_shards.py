@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf import tfrecord
 from bert_tf.pretraining import records
 from bert_tf.pretraining.data import check_shards, pretraining_dataset
 from bert_tf.run_pretraining import main
@@ -181,7 +182,7 @@ def test_skip_counts_a_cut_last_record_and_refuses_a_damaged_header(good_shard, 
 def test_numpy_crc_and_header_walk_agree_with_tensorflow(good_shard):
     data = np.frombuffer(open(good_shard, "rb").read(), np.uint8)
     offsets, lengths = record_offsets(good_shard)
-    crcs = records.masked_crc32c_rows(data, np.array(offsets) + 12, lengths)
+    crcs = tfrecord.masked_crc32c_rows(data, np.array(offsets) + 12, lengths)
     assert [int(c) for c in crcs] == [
         int.from_bytes(data[o + 12 + n:o + 16 + n].tobytes(), "little")
         for o, n in zip(offsets, lengths)]

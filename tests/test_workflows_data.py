@@ -15,8 +15,8 @@ import pytest
 
 from bert_tf import create_pretraining_data as cpd
 from bert_tf import file_patterns, quickstart
-from bert_tf.pretraining import fit
 from bert_tf.pretraining.data import expand_file_patterns
+from bert_tf.pretraining_data import pipeline
 
 try:
     from tests.testing import tree_hash
@@ -69,7 +69,7 @@ def test_a_glob_skips_side_files_and_an_existing_name_is_literal(tmp_path):
     shards = [os.path.join(d, n) for n in names[:2]]
     for expand in (lambda p, **kw: file_patterns.match(p, **kw),
                    lambda p, **kw: expand_file_patterns(p, **kw),
-                   lambda p, **kw: fit.expand_file_patterns(p)):
+                   lambda p, **kw: file_patterns.expand_file_patterns(p)):
         assert expand(os.path.join(d, "train*")) == shards
     # Named without glob characters, a side file is what the user asked for.
     summary = os.path.join(d, "train.summary.json")
@@ -80,7 +80,7 @@ def test_a_glob_skips_side_files_and_an_existing_name_is_literal(tmp_path):
     literal = os.path.join(d, "corpus [2020].txt")
     assert file_patterns.match(literal) == [literal]
     assert expand_file_patterns(literal) == [literal]
-    assert cpd.expand_inputs(literal) == [literal]
+    assert pipeline.expand_inputs(literal) == [literal]
     assert file_patterns.match(os.path.join(d, "corpus [2].txt")) == \
         [os.path.join(d, "corpus 2.txt")]
     # A run's own outputs in its output folder (skip) are left out of a glob.

@@ -1,13 +1,7 @@
 """Pretraining input pipeline: TFRecord shards -> batches with the project's names.
 
-The shards use google-research/bert's feature names and dtypes, so shards written by
-google's `create_pretraining_data.py` and by ours read the same way:
-
-    input_ids, input_mask, segment_ids        int64 [max_seq_length]
-    masked_lm_positions, masked_lm_ids        int64 [max_predictions_per_seq]
-    masked_lm_weights                         float [max_predictions_per_seq]
-    next_sentence_labels                      int64 [1]   (0 = B is next, 1 = random)
-
+The shards use google-research/bert's feature names and dtypes (bert_tf/shard_schema.py),
+so shards written by google's `create_pretraining_data.py` and by ours read the same way.
 Batches are dicts with the encoder's input names (`token_ids`, `segment_ids`,
 `padding_mask`) plus the masked-LM and next-sentence fields, all int32 except the weights.
 
@@ -26,30 +20,24 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import file_patterns
+from bert_tf import file_patterns, shard_schema
 from bert_tf.pretraining import records
+from bert_tf.tfrecord import parse_example
 
-# google's feature name -> (the flag that sets its length, None for a single value; dtype)
-FEATURES = {
-    "input_ids": ("max_seq_length", tf.int64),
-    "input_mask": ("max_seq_length", tf.int64),
-    "segment_ids": ("max_seq_length", tf.int64),
-    "masked_lm_positions": ("max_predictions_per_seq", tf.int64),
-    "masked_lm_ids": ("max_predictions_per_seq", tf.int64),
-    "masked_lm_weights": ("max_predictions_per_seq", tf.float32),
-    "next_sentence_labels": (None, tf.int64),
-}
+# tf.io.gfile's calls: the shards may lie on gs://, s3://, hdfs://.
+GFILE = file_patterns.FileSystem(tf.io.gfile.glob, tf.io.gfile.exists, tf.io.gfile.isdir,
+                                 lambda path: tf.io.gfile.stat(path).length)
 
 SKIP_ADVICE = ("rerun with --skip_corrupt_records to skip damaged records, or write the "
                "shard again")
 
 
 def feature_spec(max_seq_length, max_predictions_per_seq):
-    """google's feature names, shapes and dtypes of one pretraining example."""
-    lengths = {"max_seq_length": max_seq_length,
-               "max_predictions_per_seq": max_predictions_per_seq, None: 1}
-    return {name: tf.io.FixedLenFeature([lengths[flag]], dtype)
-            for name, (flag, dtype) in FEATURES.items()}
+    """google's feature names, shapes and dtypes of one pretraining example, as
+    tf.io.parse_example reads them (from bert_tf/shard_schema.py)."""
+    lengths = shard_schema.lengths(max_seq_length, max_predictions_per_seq)
+    return {f.name: tf.io.FixedLenFeature([lengths[f.name]], tf.as_dtype(f.dtype))
+            for f in shard_schema.FEATURES}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,13 +120,13 @@ def _check_example(path, offset, data, max_seq_length, max_predictions_per_seq):
     """ValueError unless `data` is a tf.train.Example with the features `parse_batch`
     reads, of the lengths the flags give."""
     try:
-        features = records.parse_example(memoryview(data))
+        features = parse_example(memoryview(data))
     except (ValueError, IndexError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: the record at byte {offset} is not a tf.train.Example "
                          f"({e}); is it a pretraining shard?") from None
-    values = {"max_seq_length": max_seq_length,
-              "max_predictions_per_seq": max_predictions_per_seq}
-    for name, (flag, dtype) in FEATURES.items():
+    lengths = shard_schema.lengths(max_seq_length, max_predictions_per_seq)
+    for feature in shard_schema.FEATURES:
+        name, flag = feature.name, feature.length
         if name not in features:
             have = ", ".join(sorted(features)[:10]) or "none"
             raise ValueError(f"{path}: the record at byte {offset} has no {name!r} feature "
@@ -146,7 +134,7 @@ def _check_example(path, offset, data, max_seq_length, max_predictions_per_seq):
         value = features[name]
         kind = "bytes" if isinstance(value, list) else \
             "float" if value.dtype == np.float32 else "int64"
-        want = "float" if dtype == tf.float32 else "int64"
+        want = "float" if feature.kind == "float" else "int64"
         if kind != want and len(value):
             raise ValueError(f"{path}: the record at byte {offset} has {name} as {kind} "
                              f"values; pretraining shards have {want} values there")
@@ -154,10 +142,10 @@ def _check_example(path, offset, data, max_seq_length, max_predictions_per_seq):
             if len(value) != 1:
                 raise ValueError(f"{path}: the record at byte {offset} has {len(value)} "
                                  f"{name}, expected 1")
-        elif len(value) != values[flag]:
+        elif len(value) != lengths[name]:
             raise ValueError(
                 f"{path}: records have {name} of length {len(value)}, but "
-                f"--{flag}={values[flag]}; pass --{flag}={len(value)} (the value the shards "
+                f"--{flag}={lengths[name]}; pass --{flag}={len(value)} (the value the shards "
                 f"were written with)")
 
 
@@ -174,48 +162,16 @@ def data_loss_error(error, files):
 
 
 def expand_file_patterns(patterns, skip=()):
-    """Comma-separated globs (or a list of them) -> sorted file list; an error names a
-    pattern that matches nothing. A path that exists as written is taken literally, and
-    a glob skips the project's side files (`train.summary.json` beside `train-*` shards;
-    bert_tf/file_patterns.py) and the paths matching a glob of `skip`: what the run
-    itself writes in its output folder, so that `--input_file='DIR/train*'
-    --output_dir=DIR` matches the same shards when the run resumes as when it started
-    (not its `train/` summaries and `train_log.jsonl`)."""
-    files = []
-    for pattern in file_patterns.split_patterns(patterns):
-        matched = file_patterns.match(pattern, tf.io.gfile.glob, tf.io.gfile.exists,
-                                      skip=skip)
-        if not matched:
-            raise FileNotFoundError(f"--input_file: no file matches {pattern!r}")
-        files.extend(matched)
-    files = sorted(set(files))
-    for file in files:
-        # A repeated stream of nothing would wait forever for its first batch.
-        if tf.io.gfile.isdir(file):
-            raise ValueError(f"--input_file: {file} is a directory (give a glob of its "
-                             f"shards, e.g. {file.rstrip('/')}/*.tfrecord)")
-        if tf.io.gfile.stat(file).length == 0:
-            raise ValueError(f"--input_file: {file} is empty (0 bytes, no records); "
-                             f"remove it or write the shards again")
-    return files
+    """file_patterns.expand_file_patterns through tf.io.gfile (local and remote shards)."""
+    return file_patterns.expand_file_patterns(patterns, skip=skip, fs=GFILE)
 
 
 def parse_batch(serialized, max_seq_length, max_predictions_per_seq):
-    """[batch] serialized tf.Examples -> dict of int32/float32 tensors with our names.
-
-    int64 -> int32: TPUs and most kernels want int32, and ids fit."""
+    """[batch] serialized tf.Examples -> dict of int32/float32 tensors with our names
+    (shard_schema.to_batch: int64 -> int32, since TPUs and most kernels want int32)."""
     ex = tf.io.parse_example(serialized, feature_spec(max_seq_length,
                                                       max_predictions_per_seq))
-    i32 = lambda t: tf.cast(t, tf.int32)  # noqa: E731
-    return {
-        "token_ids": i32(ex["input_ids"]),
-        "segment_ids": i32(ex["segment_ids"]),
-        "padding_mask": i32(ex["input_mask"]),
-        "masked_lm_positions": i32(ex["masked_lm_positions"]),
-        "masked_lm_ids": i32(ex["masked_lm_ids"]),
-        "masked_lm_weights": ex["masked_lm_weights"],
-        "next_sentence_labels": i32(ex["next_sentence_labels"][:, 0]),
-    }
+    return shard_schema.to_batch(ex, lambda t: tf.cast(t, tf.int32))
 
 
 def _shard_reader(files, damaged):

@@ -8,7 +8,7 @@ checkpoints that hold the input position. On the other backends BertPretrainer t
   `BertPretrainer.compute_loss`);
 - the optimizer: AdamW (or LAMB) with BERT's weight-decay exclusions and the warmup then
   linear-decay schedule (optimization.py), gradients clipped to global norm 1.0;
-- the data: the same TFRecord shards, read without TensorFlow (records.py).
+- the data: the same TFRecord shards, read without TensorFlow (bert_tf/tfrecord.py).
 
     import keras
     from bert_tf import BertConfig, BertPretrainer
@@ -31,23 +31,11 @@ clips, as the tf.distribute loop clips its all-reduced one.
 
 import numpy as np
 
-from bert_tf import file_patterns
+from bert_tf import shard_schema
+from bert_tf.file_patterns import expand_file_patterns
 from bert_tf.pretraining.losses import local_sums, metrics_from_sums
 from bert_tf.pretraining.optimization import CLIP_NORM, create_optimizer
-from bert_tf.pretraining.records import parse_example, read_records
-
-INPUTS = ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions")
-LABELS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
-# our name: (google's feature name in the shards, length: "seq" / "pred" / 1)
-FEATURES = {
-    "token_ids": ("input_ids", "seq"),
-    "segment_ids": ("segment_ids", "seq"),
-    "padding_mask": ("input_mask", "seq"),
-    "masked_lm_positions": ("masked_lm_positions", "pred"),
-    "masked_lm_ids": ("masked_lm_ids", "pred"),
-    "masked_lm_weights": ("masked_lm_weights", "pred"),
-    "next_sentence_labels": ("next_sentence_labels", 1),
-}
+from bert_tf.tfrecord import parse_example, read_records
 
 
 def compile_for_pretraining(model, learning_rate, num_train_steps, num_warmup_steps,
@@ -62,22 +50,10 @@ def compile_for_pretraining(model, learning_rate, num_train_steps, num_warmup_st
     return model
 
 
-def expand_file_patterns(patterns):
-    """Comma-separated globs (or a list of them) -> sorted local files; an error names a
-    pattern that matches nothing. The TF-free twin of data.expand_file_patterns (same
-    rule: bert_tf/file_patterns.py)."""
-    files = set()
-    for pattern in file_patterns.split_patterns(patterns):
-        matched = file_patterns.match(pattern)
-        if not matched:
-            raise FileNotFoundError(f"--input_file: no file matches {pattern!r}")
-        files.update(matched)
-    return sorted(files)
-
-
 def _examples(path, max_seq_length, max_predictions_per_seq):
-    """One shard's examples as {our name: array}, lengths checked against the flags."""
-    lengths = {"seq": max_seq_length, "pred": max_predictions_per_seq, 1: 1}
+    """One shard's examples as {google's feature name: array}, lengths checked against
+    the flags."""
+    lengths = shard_schema.lengths(max_seq_length, max_predictions_per_seq)
     for offset, data in read_records(path):
         try:
             features = parse_example(memoryview(data))
@@ -85,26 +61,26 @@ def _examples(path, max_seq_length, max_predictions_per_seq):
             raise ValueError(f"{path}: record at byte {offset} is not a tf.train.Example "
                              f"({e})") from None
         example = {}
-        for name, (feature, length) in FEATURES.items():
-            values = features.get(feature)
+        for name in shard_schema.BATCH_NAMES:
+            feature = shard_schema.BY_INPUT[name]
+            values = features.get(feature.name)
             if values is None:
-                raise ValueError(f"{path}: record at byte {offset} has no {feature!r} "
-                                 f"feature (not a pretraining shard?)")
-            if len(values) != lengths[length]:
-                flag = {"seq": " (--max_seq_length)",
-                        "pred": " (--max_predictions_per_seq)"}.get(length, "")
-                raise ValueError(f"{path}: record at byte {offset}: {feature} has "
-                                 f"{len(values)} values, expected {lengths[length]}{flag}")
-            example[name] = values
+                raise ValueError(f"{path}: record at byte {offset} has no "
+                                 f"{feature.name!r} feature (not a pretraining shard?)")
+            if len(values) != lengths[feature.name]:
+                flag = f" (--{feature.length})" if feature.length else ""
+                raise ValueError(f"{path}: record at byte {offset}: {feature.name} has "
+                                 f"{len(values)} values, expected "
+                                 f"{lengths[feature.name]}{flag}")
+            example[feature.name] = values
         yield example
 
 
 def _batch(examples):
-    batch = {name: np.stack([e[name] for e in examples]) for name in FEATURES}
-    batch = {name: v if name == "masked_lm_weights" else v.astype(np.int32)
-             for name, v in batch.items()}
-    batch["next_sentence_labels"] = batch["next_sentence_labels"][:, 0]
-    return ({k: batch[k] for k in INPUTS}, {k: batch[k] for k in LABELS})
+    features = {name: np.stack([e[name] for e in examples]) for name in examples[0]}
+    batch = shard_schema.to_batch(features, lambda v: v.astype(np.int32))
+    return ({k: batch[k] for k in shard_schema.MODEL_INPUTS},
+            {k: batch[k] for k in shard_schema.LABELS})
 
 
 def shard_batches(input_files, batch_size, max_seq_length, max_predictions_per_seq,
@@ -114,8 +90,10 @@ def shard_batches(input_files, batch_size, max_seq_length, max_predictions_per_s
     Training: forever, each pass over the files in a fresh order (seeded), records
     shuffled through a buffer of `shuffle_buffer`, full batches only. Eval: files in
     order, one pass, the last partial batch kept. A shard without a single example is an
-    error (it would otherwise be skipped silently, pass after pass)."""
-    files = expand_file_patterns(input_files)
+    error (it would otherwise be skipped silently, pass after pass). Patterns name files
+    as run_pretraining's do (file_patterns.expand_file_patterns); an empty file is
+    reported here, when its turn comes, as a shard without records."""
+    files = expand_file_patterns(input_files, allow_empty=True)
     rng = np.random.default_rng(seed)
     buffer, batch = [], []
     while True:

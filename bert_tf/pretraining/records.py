@@ -1,21 +1,16 @@
-"""TFRecord shards of tf.train.Examples read with NumPy alone, for Keras' JAX and PyTorch
-backends (data.py's tf.data pipeline needs TensorFlow; a machine with only JAX or torch
-has none).
+"""The shard checks of run_pretraining (data.py `check_shards`), with NumPy alone: is each
+shard whole, and where are its damaged records. The TFRecord framing and the
+tf.train.Example codec they read with are bert_tf/tfrecord.py's.
 
 A TFRecord file is a sequence of records:
 
     uint64 length | uint32 masked CRC-32C of length | data[length] | uint32 masked CRC of data
 
-and each record's data is a serialized tf.train.Example: a map from feature name to a list
-of int64s, floats or byte strings, in protocol-buffer wire format. The length's CRC is
-checked (it is what tells a TFRecord file from any other file); the data's CRC is not,
-since computing it in Python would cost more than the parsing: a cut or flipped record
-still fails, on its length or its parse, with the file and byte offset named.
-
-The shard checks of run_pretraining (data.py `check_shards`) use the framing helpers below:
-`first_record` (one record, both CRCs), `check_tail` (is the last record whole, from the
-file's last bytes), `record_spans` (a walk over the record headers, seeking past the data)
-and `scan_records` (every record's data CRC, computed with NumPy across records at once).
+The helpers: `first_record` (one record, both CRCs), `check_tail` (is the last record
+whole, from the file's last bytes), `record_spans` (a walk over the record headers,
+seeking past the data), `scan_records` (every record's data CRC, computed with NumPy
+across records at once) and `locate_damage` (the file of a record TensorFlow reported
+damaged without naming its file).
 """
 
 import mmap
@@ -24,66 +19,8 @@ import struct
 
 import numpy as np
 
+from bert_tf.tfrecord import masked_crc32c, masked_crc32c_rows
 
-def _crc32c_table():
-    table = []
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_CRC_TABLE = _crc32c_table()
-
-
-def _slicing_tables():
-    """Slicing-by-4 tables for the NumPy CRC: tables[i][b] is the CRC register after byte b
-    followed by i zero bytes, so four bytes are folded in with four lookups."""
-    tables = [np.array(_CRC_TABLE, np.uint32)]
-    for _ in range(3):
-        tables.append((tables[-1] >> 8) ^ tables[0][tables[-1] & 0xFF])
-    return tables
-
-
-_CRC_TABLES = _slicing_tables()
-
-
-def _masked_crc32c(data):
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc = _CRC_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    crc ^= 0xFFFFFFFF
-    # TFRecord's mask: rotate right by 15 and add a constant.
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def read_records(path):
-    """Yields (offset, data) for each record of the TFRecord file at `path`; ValueError
-    naming the file and byte offset for a cut or foreign record."""
-    with open(path, "rb") as f:
-        offset = 0
-        while True:
-            header = f.read(12)
-            if not header:
-                return
-            if len(header) < 12:
-                raise ValueError(f"{path}: record at byte {offset} is cut short "
-                                 f"(a truncated TFRecord file?)")
-            length, length_crc = struct.unpack("<QI", header)
-            if _masked_crc32c(header[:8]) != length_crc:
-                raise ValueError(f"{path}: record at byte {offset} has a bad length "
-                                 f"checksum (not a TFRecord file, or corrupted)")
-            data = f.read(length + 4)
-            if len(data) < length + 4:
-                raise ValueError(f"{path}: record at byte {offset} is cut short "
-                                 f"(a truncated TFRecord file?)")
-            yield offset, data[:length]
-            offset += 12 + length + 4
-
-
-# -- checking shards: framing and checksums -----------------------------------------------
 
 class RecordError(ValueError):
     """A damaged record, its file and byte offset named in the message. `skippable`: the
@@ -94,38 +31,6 @@ class RecordError(ValueError):
     def __init__(self, message, path, offset, skippable):
         super().__init__(message)
         self.path, self.offset, self.skippable = path, offset, skippable
-
-
-def masked_crc32c_rows(buf, starts, lengths):
-    """TFRecord's masked CRC-32C of buf[s:s + n] for every (s, n), computed with NumPy
-    across all rows at once, four bytes a step (rows sorted longest first, so the rows
-    still running are a prefix). [rows] uint32."""
-    starts = np.asarray(starts, np.int64)
-    lengths = np.asarray(lengths, np.int64)
-    order = np.argsort(-lengths, kind="stable")
-    s, negative_n = starts[order], -lengths[order]   # negative_n ascends
-    crc = np.full(len(s), 0xFFFFFFFF, np.uint32)
-    t0, t1, t2, t3 = _CRC_TABLES
-    longest = int(-negative_n[0]) if len(s) else 0
-    for k in range(0, longest, 4):
-        full = np.searchsorted(negative_n, -(k + 4), side="right")  # rows with >= k+4 bytes
-        if full:
-            i = s[:full] + k
-            c = crc[:full] ^ (buf[i].astype(np.uint32) | buf[i + 1].astype(np.uint32) << 8 |
-                              buf[i + 2].astype(np.uint32) << 16 |
-                              buf[i + 3].astype(np.uint32) << 24)
-            crc[:full] = (t3[c & 0xFF] ^ t2[(c >> 8) & 0xFF] ^
-                          t1[(c >> 16) & 0xFF] ^ t0[c >> 24])
-        for j in range(3):  # rows that end inside these four bytes: one byte at a time
-            end = np.searchsorted(negative_n, -(k + j + 1), side="right")  # > k+j bytes
-            if end > full:
-                r = slice(full, end)
-                crc[r] = t0[(crc[r] ^ buf[s[r] + k + j]) & 0xFF] ^ (crc[r] >> 8)
-    crc ^= np.uint32(0xFFFFFFFF)
-    masked = ((crc >> 15) | (crc << 17)) + np.uint32(0xA282EAD8)
-    out = np.empty(len(s), np.uint32)
-    out[order] = masked
-    return out
 
 
 def _little_endian(buf, positions, width):
@@ -195,12 +100,12 @@ def first_record(path):
             raise RecordError(f"{path}: not a TFRecord file ({len(header)} bytes, shorter "
                               f"than a record header)", path, 0, skippable=False)
         length, length_crc = struct.unpack("<QI", header)
-        if _masked_crc32c(header[:8]) != length_crc:
+        if masked_crc32c(header[:8]) != length_crc:
             raise _bad_header(path, 0, header)
         data = f.read(length + 4)
     if len(data) < length + 4:
         raise _cut_short(path, 0, 12 + len(data), 16 + length)
-    if _masked_crc32c(data[:length]) != struct.unpack("<I", data[length:])[0]:
+    if masked_crc32c(data[:length]) != struct.unpack("<I", data[length:])[0]:
         raise _corrupted(path, 0)
     return bytes(data[:length])
 
@@ -253,7 +158,7 @@ def check_tail(path, window=1 << 16):
         positions = np.arange(len(words))
         for p in np.flatnonzero(lengths == (len(tail) - 16 - positions).astype(np.uint64)):
             header = tail[p:p + 12].tobytes()
-            if _masked_crc32c(header[:8]) == struct.unpack("<I", header[8:])[0]:
+            if masked_crc32c(header[:8]) == struct.unpack("<I", header[8:])[0]:
                 return
     _, _, cut = record_spans(path)
     if cut is not None:
@@ -290,11 +195,11 @@ def _data_fails_checksum(path, offset):
         if len(header) < 12:
             return False
         length, length_crc = struct.unpack("<QI", header)
-        if _masked_crc32c(header[:8]) != length_crc:
+        if masked_crc32c(header[:8]) != length_crc:
             return False
         data = f.read(length + 4)
     return len(data) == length + 4 and \
-        _masked_crc32c(data[:length]) != struct.unpack("<I", data[length:])[0]
+        masked_crc32c(data[:length]) != struct.unpack("<I", data[length:])[0]
 
 
 def locate_damage(paths, offset):
@@ -316,104 +221,3 @@ def locate_damage(paths, offset):
         if cut is not None and cut.offset == offset:
             return cut
     return None
-
-
-# -- protocol-buffer wire format ---------------------------------------------------------
-
-def _varint(buf, pos):
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _fields(buf):
-    """(field number, wire type, value) of a message; LEN values as bytes."""
-    pos, end = 0, len(buf)
-    while pos < end:
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(buf, pos)
-        elif wire == 2:
-            size, pos = _varint(buf, pos)
-            value = buf[pos:pos + size]
-            if len(value) != size:
-                raise ValueError("a field runs past the end of the message")
-            pos += size
-        elif wire == 5:
-            value, pos = buf[pos:pos + 4], pos + 4
-        elif wire == 1:
-            value, pos = buf[pos:pos + 8], pos + 8
-        else:
-            raise ValueError(f"unknown wire type {wire}")
-        yield number, wire, value
-
-
-def _packed_varints(buf):
-    """Packed varints -> int64 array, decoded with NumPy (one byte each for ids < 128,
-    up to ten for negative int64s)."""
-    b = np.frombuffer(buf, np.uint8)
-    if b.size == 0:
-        return np.zeros(0, np.int64)
-    if b[-1] >= 0x80:
-        raise ValueError("a packed int64 list ends inside a value")
-    ends = np.flatnonzero(b < 0x80)
-    starts = np.concatenate([[0], ends[:-1] + 1])
-    if ends.size == b.size:  # every value in one byte
-        return b.astype(np.int64)
-    place = np.arange(b.size) - np.repeat(starts, ends - starts + 1)  # byte index in value
-    parts = (b & 0x7F).astype(np.uint64) << (7 * place).astype(np.uint64)
-    return np.add.reduceat(parts, starts).view(np.int64)
-
-
-def _int64_list(buf):
-    values = []
-    for number, wire, value in _fields(buf):
-        if number == 1:
-            values.append(_packed_varints(value) if wire == 2 else
-                          np.array([value], np.uint64).view(np.int64))
-    return np.concatenate(values) if values else np.zeros(0, np.int64)
-
-
-def _float_list(buf):
-    values = []
-    for number, wire, value in _fields(buf):
-        if number == 1:
-            values.append(np.frombuffer(value, "<f4"))
-    return np.concatenate(values).astype(np.float32) if values else np.zeros(0, np.float32)
-
-
-def _bytes_list(buf):
-    return [bytes(value) for number, _, value in _fields(buf) if number == 1]
-
-
-def parse_example(data):
-    """A serialized tf.train.Example -> {name: int64 array | float32 array | [bytes]}."""
-    features = {}
-    for number, _, value in _fields(data):
-        if number != 1:  # Example.features
-            continue
-        for entry_number, _, entry in _fields(value):
-            if entry_number != 1:  # Features.feature (map entry)
-                continue
-            name, feature = None, b""
-            for n, _, v in _fields(entry):
-                if n == 1:
-                    name = bytes(v).decode("utf-8")
-                elif n == 2:
-                    feature = v
-            for kind, _, v in _fields(feature):
-                if kind == 1:
-                    features[name] = _bytes_list(v)
-                elif kind == 2:
-                    features[name] = _float_list(v)
-                elif kind == 3:
-                    features[name] = _int64_list(v)
-            features.setdefault(name, np.zeros(0, np.int64))
-    return features
-

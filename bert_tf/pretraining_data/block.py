@@ -1,0 +1,207 @@
+"""One block of input bytes -> documents -> token ids -> instances -> masked examples ->
+TFRecord bytes in a part file, and counts for the summary: `run_job`, what a worker process
+(worker.py) and, when the workers are busy, the main process run for each block.
+
+Nothing here imports TensorFlow (tokenizer.py says why).
+"""
+
+import collections
+import os
+import random
+import zlib
+
+import numpy as np
+
+from bert_tf.pretraining_data import instances as instances_lib
+from bert_tf.pretraining_data import masking, records
+from bert_tf.pretraining_data.inputs import decode, load_vocab, parse_documents, read_block
+from bert_tf.pretraining_data.tokenizer import CachedTokenizer
+from bert_tf.text_rules import CLS_TOKEN, CONTINUATION_PREFIX, MASK_TOKEN, SEP_TOKEN
+from bert_tf.tfrecord import frame_records
+
+# Instances packed, masked and serialized together: big enough to amortize numpy's per-call
+# cost, small enough to keep the working set of a worker near 10 MB.
+BATCH = 1024
+# Records whose CRCs are computed together (a ~200-step loop over all of them: the more
+# rows per step, the less numpy's per-call overhead counts). ~3 MB of records: the largest
+# arrays of a worker.
+FRAME_BATCH = 4096
+
+_worker_state = {}
+
+
+def _resources(settings):
+    """Tokenizer and lookup arrays, built once per process (and per vocabulary)."""
+    key = (settings.vocab_file, settings.do_lower_case)
+    if _worker_state.get("key") != key:
+        vocab = load_vocab(settings.vocab_file)
+        _worker_state.clear()
+        _worker_state.update(
+            key=key, vocab_size=len(vocab),
+            tokenizer=CachedTokenizer(vocab, settings.do_lower_case),
+            is_subword=np.array([t.startswith(CONTINUATION_PREFIX) for t in vocab], bool),
+            cls_id=vocab.index(CLS_TOKEN), sep_id=vocab.index(SEP_TOKEN),
+            mask_id=vocab.index(MASK_TOKEN))
+    return _worker_state
+
+
+def block_rngs(random_seed, index):
+    """(random.Random, numpy Generator) of block `index`: independent streams that depend
+    only on the seed and the block."""
+    py_seq, np_seq = np.random.SeedSequence([random_seed, index]).spawn(2)
+    py_seed = int.from_bytes(py_seq.generate_state(4, np.uint64).tobytes(), "little")
+    return random.Random(py_seed), np.random.Generator(np.random.PCG64(np_seq))
+
+
+def _documents(res, settings, data, stats):
+    """The block's text -> (token ids of its sentences end to end, each sentence's first
+    token, each document's (first, end) sentence), sentences and documents without
+    tokens dropped; counts into `stats`."""
+    text, stats["invalid_utf8_bytes"] = decode(data)
+    sentences, doc_sizes, parse_counts = parse_documents(text, settings.input_format,
+                                                         settings.jsonl_field)
+    stats.update(parse_counts)
+    tokens, counts = res["tokenizer"].tokenize_lines(sentences)
+    stats["sentences"] = int(np.count_nonzero(counts))
+    stats["sentences_without_tokens"] = len(counts) - stats["sentences"]
+    stats["input_tokens"] = len(tokens)
+
+    # google drops lines without tokens, then documents without lines.
+    doc_of = np.repeat(np.arange(len(doc_sizes)), doc_sizes)
+    kept = counts > 0
+    sizes = np.bincount(doc_of[kept], minlength=len(doc_sizes))
+    stats["documents"] = int(np.count_nonzero(sizes))
+    stats["documents_without_tokens"] = len(doc_sizes) - stats["documents"]
+    stats["one_sentence_documents"] = int(np.count_nonzero(sizes == 1))
+    sizes = sizes[sizes > 0]
+    first = np.concatenate([[0], np.cumsum(sizes)])
+    doc_bounds = list(zip(first[:-1].tolist(), first[1:].tolist()))
+    sentence_starts = np.concatenate([[0], np.cumsum(counts[kept])]).tolist()
+    return tokens, sentence_starts, doc_bounds
+
+
+def process_block(settings, index, data, part_path):
+    """One block -> TFRecords (gzip member if settings.gzip) in part_path; returns a dict
+    of counts (all additive, see docs/pretraining_data.md)."""
+    res = _resources(settings)
+    stats = collections.Counter()
+    tokens, sentence_starts, doc_bounds = _documents(res, settings, data, stats)
+    py_rng, np_rng = block_rngs(settings.random_seed, index)
+    inst = instances_lib.create_instances(
+        sentence_starts, doc_bounds, settings.dupe_factor, settings.max_seq_length,
+        settings.short_seq_prob, py_rng)
+    n = len(inst["a_start"])
+    stats["document_passes"] = len(doc_bounds) * settings.dupe_factor
+    stats["short_target_passes"] = inst.pop("short_target_passes")
+    stats["truncated_examples"] = instances_lib.truncate(inst, settings.max_seq_length,
+                                                         np_rng)
+    stats["examples"] = n
+    stats["random_next"] = int(inst["random_next"].sum())
+    stats["random_next_same_document"] = int(inst["same_document"].sum())
+    stats["short_target_examples"] = int(inst["short_target"].sum())
+
+    # google shuffles all instances; here those of the block (the reader shuffles more).
+    order = np_rng.permutation(n)
+    _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats)
+    return dict(stats)
+
+
+def _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats):
+    """The instances, in `order`, packed, masked and written as TFRecords to part_path,
+    BATCH at a time; counts into `stats`."""
+    n = len(order)
+    compressor = zlib.compressobj(6, zlib.DEFLATED, 31) if settings.gzip else None
+    is_subword = res["is_subword"] if settings.do_whole_word_mask else None
+    pending, pending_rows = [], 0
+
+    def flush(f):
+        data = frame_records(pending)     # numpy uint8: written without a copy
+        f.write(compressor.compress(data) if compressor else data)
+
+    with open(part_path, "wb") as f:
+        for lo in range(0, n, BATCH):
+            sel = order[lo:lo + BATCH]
+            ids, segment_ids, input_mask, candidate, n_tokens = masking.pack(
+                tokens, inst["a_start"][sel], inst["a_len"][sel], inst["b_start"][sel],
+                inst["b_len"][sel], settings.max_seq_length, res["cls_id"], res["sep_id"])
+            chosen, group = masking.choose_positions(
+                ids, candidate, n_tokens, np_rng, settings.masked_lm_prob,
+                settings.max_predictions_per_seq, is_subword, settings.max_ngram_size)
+            positions, labels, weights, decisions = masking.apply_masks(
+                ids, chosen, group, np_rng, res["mask_id"], res["vocab_size"],
+                settings.max_predictions_per_seq)
+            stats["example_tokens"] += int(n_tokens.sum())
+            stats["padded_examples"] += int(np.count_nonzero(
+                n_tokens < settings.max_seq_length))
+            stats["masked"] += int(decisions.sum())
+            stats["masked_as_mask"] += int(decisions[masking.MASKED])
+            stats["masked_as_random"] += int(decisions[masking.RANDOM])
+            stats["masked_unchanged"] += int(decisions[masking.KEPT])
+            pending.append(records.encode_unframed({
+                "input_ids": ids, "input_mask": input_mask, "segment_ids": segment_ids,
+                "masked_lm_positions": positions, "masked_lm_ids": labels,
+                "masked_lm_weights": weights,
+                "next_sentence_labels": inst["random_next"][sel][:, None]}))
+            pending_rows += len(sel)
+            if pending_rows >= FRAME_BATCH:
+                flush(f)
+                pending_rows = 0
+        flush(f)
+        if compressor:
+            f.write(compressor.flush())
+
+
+class NotText(ValueError):
+    """An input file is not UTF-8 text (the message names the file and line)."""
+
+
+# Invalid UTF-8 bytes are dropped (google's tokenizer drops them) and counted in the
+# summary while they are stray bytes; a block with more than this share of them (and at
+# least MIN_INVALID_UTF8 of them, so a short block with a few stray bytes passes), or with
+# a NUL byte, is not UTF-8 text (latin-1, UTF-16, a compressed or binary file).
+MAX_INVALID_UTF8_SHARE = 0.01
+MIN_INVALID_UTF8 = 16
+
+
+def check_text(data, segments):
+    """NotText naming the file and line when the block `data` (read from `segments`) is
+    not UTF-8 text: a NUL byte, or more than MAX_INVALID_UTF8_SHARE invalid bytes."""
+    at = data.find(b"\0")
+    what = "NUL byte (UTF-16 or a binary file?)"
+    if at < 0:
+        text = data.decode("utf-8", "ignore")
+        invalid = len(data) - len(text.encode("utf-8"))
+        if invalid <= MAX_INVALID_UTF8_SHARE * len(data) or invalid < MIN_INVALID_UTF8:
+            return
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            at = e.start
+        what = (f"not UTF-8 ({invalid:,} of the {len(data):,} bytes around it are invalid; "
+                f"latin-1, or a compressed file?)")
+    for path, start, length in segments:
+        if at < length:
+            if path is None:
+                break
+            with open(path, "rb") as f:
+                line = f.read(start + at).count(b"\n") + 1
+            raise NotText(f"--input_file: {path}:{line}: {what}; expected UTF-8 text")
+        at -= length
+    raise NotText(f"--input_file: {what}; expected UTF-8 text")
+
+
+def run_job(settings, job):
+    """job = (block index, file segments, part path) -> counts."""
+    index, segments, part_path = job
+    data = read_block(segments)
+    check_text(data, segments)
+    try:
+        return process_block(settings, index, data, part_path)
+    except OSError as e:
+        if os.path.exists(part_path):
+            os.remove(part_path)
+        if e.filename or not e.errno:
+            raise
+        # A full disk: said of the shard being written (the part is its temporary piece).
+        raise OSError(e.errno, os.strerror(e.errno), part_path.rsplit(".tmp-part", 1)[0]) \
+            from None

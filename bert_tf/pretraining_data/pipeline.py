@@ -1,0 +1,276 @@
+"""create_pretraining_data's run, stage by stage, for the command and for Python callers:
+
+    plan = prepare(args)           flags and inputs checked, the shards a previous run
+                                   completed found, the input cut into blocks per shard
+    summary, written = write_shards(plan, args.num_workers, args.quiet)
+                                   blocks to this process and the workers, parts to shards
+    check_written(plan, summary, written)
+                                   no run without examples, no empty shard left behind
+
+`run(args)` does all three. `args`: the command's flags as attributes (an
+argparse.Namespace, or any object with the same names). No numpy in this process until it
+works on a block itself (tokenizer.py says why the main process stays small).
+"""
+
+import collections
+import dataclasses
+import hashlib
+import os
+
+from bert_tf import file_patterns
+from bert_tf.checks import check_not_inputs, check_seq_length
+from bert_tf.pretraining_data import inputs
+from bert_tf.pretraining_data.errors import InputError, Stopped, stop_on_signals
+from bert_tf.pretraining_data.shards import ShardWriter, remove_temporaries, shard_paths
+from bert_tf.pretraining_data.summary import check_no_stale_shards, read_previous
+
+
+def check_args(args):
+    """Raises InputError (one line) on flags the algorithm cannot run with."""
+    check_seq_length(args.max_seq_length, texts=2)
+    rules = [
+        (args.max_predictions_per_seq >= 1, "--max_predictions_per_seq must be >= 1"),
+        (0.0 < args.masked_lm_prob <= 1.0, "--masked_lm_prob must be in (0, 1]"),
+        (0.0 <= args.short_seq_prob <= 1.0, "--short_seq_prob must be in [0, 1]"),
+        (args.dupe_factor >= 1, "--dupe_factor must be >= 1"),
+        (args.num_workers >= 1, "--num_workers must be >= 1"),
+        (args.max_ngram_size >= 1, "--max_ngram_size must be >= 1"),
+        (args.block_size_kb >= 1, "--block_size_kb must be >= 1"),
+        (args.num_shards is None or args.num_shards >= 1, "--num_shards must be >= 1"),
+    ]
+    for ok, message in rules:
+        if not ok:
+            raise InputError(message)
+
+
+def expand_inputs(patterns):
+    """Comma-separated globs -> files (sorted within each glob, globs in order); a path
+    that exists as written is taken literally, and globs skip side files (file_patterns)."""
+    files = []
+    for pattern in file_patterns.split_patterns(patterns):
+        matched = file_patterns.match(pattern)
+        if not matched:
+            raise InputError(f"--input_file: no file matches {pattern!r}")
+        for path in matched:
+            if not os.path.isfile(path):
+                raise InputError(f"--input_file: {path} is not a file")
+            if path not in files:
+                files.append(path)
+    if not files:
+        raise InputError("--input_file is empty")
+    return files
+
+
+def file_sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def make_settings(args):
+    """The Settings the workers run with (everything the output depends on)."""
+    return inputs.Settings(
+        vocab_file=os.path.abspath(args.vocab_file), do_lower_case=args.do_lower_case,
+        do_whole_word_mask=args.do_whole_word_mask, max_seq_length=args.max_seq_length,
+        max_predictions_per_seq=args.max_predictions_per_seq, random_seed=args.random_seed,
+        dupe_factor=args.dupe_factor, masked_lm_prob=args.masked_lm_prob,
+        short_seq_prob=args.short_seq_prob, max_ngram_size=args.max_ngram_size,
+        input_format=args.input_format, jsonl_field=args.jsonl_field, gzip=args.gzip)
+
+
+def make_config(args, files, sizes, settings, vocab, shards):
+    """Everything the bytes of the shards depend on: a rerun with the same config keeps
+    the shards a previous run completed."""
+    return {
+        "settings": {k: v for k, v in settings.__dict__.items() if k != "vocab_file"},
+        "vocab": {"path": settings.vocab_file, "sha256": file_sha256(args.vocab_file),
+                  "size": len(vocab)},
+        "inputs": [{"path": os.path.abspath(p), "bytes": s,
+                    "mtime_ns": os.stat(p).st_mtime_ns} for p, s in zip(files, sizes)],
+        "block_size_kb": args.block_size_kb,
+        "shards": [os.path.abspath(p) for p in shards],
+    }
+
+
+@dataclasses.dataclass
+class Plan:
+    """What a run will do, known before the first block is read."""
+    files: list          # input files, in order
+    shards: list         # output shard paths
+    summary_path: str
+    settings: inputs.Settings
+    config: dict         # summary.json's "config": what the shards' bytes depend on
+    done: dict           # shards a previous run with this config completed: path -> entry
+    total: int           # input bytes
+    block_bytes: int
+    input_format: str
+
+    def shard_of(self, offset):
+        # Shards are contiguous ranges of blocks, by position in the input: known before
+        # the blocks are read, the same for every run.
+        return min(len(self.shards) - 1, offset * len(self.shards) // self.total)
+
+
+def block_size(total, n_shards, block_size_kb):
+    """Bytes per block: --block_size_kb, smaller when the input is too small to give each
+    shard blocks of its own (a shard would be left empty), but at least 4 kB."""
+    block_bytes = block_size_kb * 1024
+    if n_shards > 1 and total < n_shards * block_bytes:
+        block_bytes = max(4096, -(-total // n_shards))
+    return block_bytes
+
+
+def prepare(args):
+    """Checks the flags and inputs before any work (InputError, one line) and plans the
+    run; a previous run's complete shards are kept, its temporary files removed."""
+    check_args(args)
+    files = expand_inputs(args.input_file)
+    sizes = [os.path.getsize(p) for p in files]
+    if sum(sizes) == 0:
+        raise InputError(f"--input_file: {', '.join(files)}: no text (empty)")
+    try:
+        vocab = inputs.load_vocab(args.vocab_file)   # fails here, before any work, if bad
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    shards, summary_path = shard_paths(args.output_file, args.num_shards)
+    check_not_inputs([("output_file", path) for path in shards + [summary_path]],
+                     [("--input_file", path) for path in files] +
+                     [("--vocab_file", args.vocab_file)])
+    check_no_stale_shards(args.output_file, summary_path, shards)
+    for path in shards + [summary_path]:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    settings = make_settings(args)
+    config = make_config(args, files, sizes, settings, vocab, shards)
+    done = read_previous(summary_path, shards, config)
+    for path in shards:
+        if path not in done:
+            remove_temporaries(path)
+    total = inputs.stream_size(files, sizes)
+    return Plan(files, shards, summary_path, settings, config, done, total,
+                block_size(total, len(shards), args.block_size_kb), args.input_format)
+
+
+class BlockQueue:
+    """Blocks in input order, each run by a worker (when one has room) or by this
+    process; a block's part file goes to its shard strictly in this order, whichever
+    finishes first."""
+
+    def __init__(self, plan, pool, writer, processes):
+        self.plan, self.pool, self.writer = plan, pool, writer
+        self.processes = processes
+        self.waiting = collections.deque()   # [block, shard, part path, counts or None]
+        self.by_index = {}                   # running in a worker: block index -> entry
+
+    def put(self, block):
+        shard = self.plan.shard_of(block.offset)
+        if self.plan.shards[shard] in self.plan.done:
+            self.writer.skip(block)
+            return
+        # Bounded: at most a few blocks ahead of the oldest unfinished one, so part files
+        # on disk stay few whatever the input size.
+        while len(self.waiting) >= 3 * self.processes:
+            self.collect(wait=True)
+        part = f"{self.plan.shards[shard]}.tmp-part{block.index:07d}"
+        entry = [block, shard, part, None]
+        self.waiting.append(entry)
+        job = (block.index, block.segments, part)
+        if self.pool is not None and self.pool.has_room():
+            self.by_index[block.index] = entry
+            self.pool.submit(job)
+        else:
+            from bert_tf.pretraining_data import block as block_lib   # numpy: only here
+            entry[3] = block_lib.run_job(self.plan.settings, job)
+        self.collect(wait=False)
+
+    def collect(self, wait):
+        """Takes the workers' finished blocks; writes those next in input order."""
+        if self.pool is not None and self.pool.busy():
+            for index, stats in self.pool.results(None if wait else 0):
+                self.by_index.pop(index)[3] = stats
+        while self.waiting and self.waiting[0][3] is not None:
+            self.writer.add(*self.waiting.popleft())
+
+    def drain(self):
+        while self.waiting:
+            self.collect(wait=True)
+
+
+def write_shards(plan, num_workers, quiet):
+    """Runs every block of the shards not yet complete and writes them. Returns (the
+    final summary, {path: entry} of the complete shards). Stopped (SIGTERM, SIGINT) and
+    any failure leave the complete shards and remove everything else."""
+    pool = writer = None
+    finished = False
+    with stop_on_signals():
+        try:
+            # No more processes than blocks (each costs ~70 MB); the output does not
+            # depend on it.
+            processes = min(num_workers, -(-plan.total // plan.block_bytes))
+            if processes > 1 and len(plan.done) < len(plan.shards):
+                # Started first: the workers import numpy while this process finds blocks.
+                from bert_tf.pretraining_data.pool import WorkerPool
+                pool = WorkerPool(processes - 1, plan.settings)
+            writer = ShardWriter(plan.shards, plan.done, plan.summary_path, plan.config,
+                                 plan.total, quiet)
+            # --num_workers N: this process and N - 1 worker processes share the blocks.
+            # This one takes a block whenever the workers' queues are full, so no process
+            # sits idle just dispatching (and the tree holds one interpreter less).
+            blocks = BlockQueue(plan, pool, writer, processes)
+            for block in inputs.iter_blocks(plan.files, plan.block_bytes, plan.input_format):
+                blocks.put(block)
+            blocks.drain()
+            if pool is not None:
+                pool.close()
+                pool = None
+            summary = writer.finish()
+            finished = True
+        except Stopped as e:
+            complete = len(writer.entries) if writer is not None else len(plan.done)
+            raise Stopped(f"{e}: stopped; {complete} of {len(plan.shards)} shard(s) "
+                          f"complete, run the same command again to resume") from None
+        finally:
+            _clean_up(plan, writer, pool, finished)
+    return summary, writer.entries
+
+
+def _clean_up(plan, writer, pool, finished):
+    """The end of write_shards, however it ends: the writer closed, the workers killed,
+    and after a failure every temporary file of the shards not complete removed."""
+    if writer is not None:
+        writer.close()
+    if pool is not None:
+        pool.close(kill=True)
+    if not finished:
+        # The workers are gone (killed and waited for): no part file appears any more. A
+        # rerun redoes every shard not complete from its first block and needs none of
+        # the temporary files, which go (a block interrupted between its shard and its
+        # part file included).
+        complete = writer.entries if writer is not None else plan.done
+        for path in plan.shards:
+            if path not in complete:
+                remove_temporaries(path)
+
+
+def check_written(plan, summary, written):
+    """InputError, with the shards and summary removed, when the run wrote no example or
+    left a shard without one: an empty shard is a file training would wait on forever."""
+    empty = [p for p in plan.shards if written.get(p, {}).get("examples") == 0]
+    if summary["examples"] == 0 or empty:
+        for path in plan.shards + [plan.summary_path]:
+            if os.path.exists(path):
+                os.remove(path)
+    if summary["examples"] == 0:
+        raise InputError(f"--input_file: no examples: no document in "
+                         f"{', '.join(plan.files)} has a token")
+    if empty:
+        raise InputError(
+            f"--num_shards={len(plan.shards)}: {len(empty)} shard(s) would hold no examples "
+            f"({os.path.basename(empty[0])} first; the input is {plan.total:,} bytes); give "
+            f"fewer shards or more text")
+
+
+def run(args):
+    """Does the work; returns the summary dict. Raises InputError on bad input."""
+    plan = prepare(args)
+    summary, written = write_shards(plan, args.num_workers, args.quiet)
+    check_written(plan, summary, written)
+    return summary

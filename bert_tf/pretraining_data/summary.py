@@ -1,0 +1,116 @@
+"""create_pretraining_data's summary (`OUTPUT.summary.json` beside the shards): the
+run's counts and the shares derived from them, the complete shards, and the config their
+bytes depend on. A rerun reads it to keep the shards a previous run completed, and to
+refuse a set of shards an earlier run wrote with another --num_shards.
+"""
+
+import collections
+import json
+import os
+import sys
+
+from bert_tf.pretraining_data.errors import InputError
+
+
+def summarize(counts, shards, config, seconds, complete, skipped, examples_this_run):
+    """The summary: additive counts, the shares derived from them, and per-shard counts
+    (also what a rerun reads to skip complete shards)."""
+    c = collections.Counter(counts)
+
+    def share(a, b):
+        return round(c[a] / c[b], 6) if c[b] else None
+
+    summary = {
+        "complete": complete,
+        "examples": c["examples"],
+        "documents": c["documents"],
+        "sentences": c["sentences"],
+        "input_tokens": c["input_tokens"],
+        "example_tokens": c["example_tokens"],
+        "masked_fraction": share("masked", "example_tokens"),
+        "masked_as_mask_share": share("masked_as_mask", "masked"),
+        "masked_as_random_share": share("masked_as_random", "masked"),
+        "masked_unchanged_share": share("masked_unchanged", "masked"),
+        "random_next_share": share("random_next", "examples"),
+        "short_target_share": share("short_target_examples", "examples"),
+        "short_target_pass_share": share("short_target_passes", "document_passes"),
+        "padded_share": share("padded_examples", "examples"),
+        "truncated_share": share("truncated_examples", "examples"),
+        "seconds": round(seconds, 3),
+        "examples_this_run": examples_this_run,
+        "examples_per_second": round(examples_this_run / seconds, 1) if seconds else None,
+        "skipped_shards": skipped,
+        "counts": dict(sorted(c.items())),
+        "shards": shards,
+        "config": config,
+    }
+    return summary
+
+
+def read_previous(summary_path, shards, config):
+    """Shards a previous run with the same config completed: path -> its summary entry."""
+    try:
+        with open(summary_path, encoding="utf-8") as f:
+            previous = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    if previous.get("config") != config:
+        return {}
+    by_abspath = {os.path.abspath(p): p for p in shards}
+    done = {}
+    for entry in previous.get("shards", []):
+        path = by_abspath.get(os.path.abspath(str(entry.get("path"))))
+        if path and os.path.isfile(path) and os.path.getsize(path) == entry.get("bytes"):
+            done[path] = dict(entry, path=path)
+    return done
+
+
+def check_no_stale_shards(output_file, summary_path, shards):
+    """InputError when the summary beside the shards lists shards of an earlier run that
+    this run would not write over (another --num_shards): left there, they would be read
+    with the new ones by the same glob, two sets of examples mixed without a word."""
+    try:
+        with open(summary_path, encoding="utf-8") as f:
+            previous = json.load(f)
+        listed = [str(entry.get("path")) for entry in previous.get("shards", [])]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return
+    ours = {os.path.abspath(p) for p in shards}
+    stale = [p for p in listed if os.path.abspath(p) not in ours and os.path.isfile(p)]
+    if stale:
+        more = f" and {len(stale) - 1} more" if len(stale) > 1 else ""
+        raise InputError(
+            f"--output_file={output_file}: "
+            f"{stale[0]}{more} are shards of an earlier run with another --num_shards "
+            f"(listed in {summary_path}), which a glob of the new shards would also read; "
+            f"delete them or choose another --output_file")
+
+
+def print_summary(summary, summary_path, out=None):
+    c = summary["counts"]
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}%"  # noqa: E731
+    kept = summary["skipped_shards"]
+    lines = [
+        f"wrote {summary['examples_this_run']:,} examples in {summary['seconds']:.1f} s "
+        f"({summary['examples_per_second'] or 0:,.0f} examples/s); "
+        f"{summary['examples']:,} examples in {len(summary['shards'])} shard(s)"
+        + (f", {kept} of them complete from a previous run and kept" if kept else ""),
+        f"documents {summary['documents']:,} ({c.get('one_sentence_documents', 0):,} of one "
+        f"sentence, {c.get('documents_without_tokens', 0):,} without tokens), sentences "
+        f"{summary['sentences']:,}, input tokens {summary['input_tokens']:,}",
+        f"example tokens {summary['example_tokens']:,}, masked {pct(summary['masked_fraction'])}"
+        f" ({pct(summary['masked_as_mask_share'])} [MASK], "
+        f"{pct(summary['masked_as_random_share'])} random, "
+        f"{pct(summary['masked_unchanged_share'])} unchanged)",
+        f"random next {pct(summary['random_next_share'])}, short target "
+        f"{pct(summary['short_target_share'])} of examples, padded "
+        f"{pct(summary['padded_share'])}, truncated {pct(summary['truncated_share'])}",
+    ]
+    problems = {k: c[k] for k in ("invalid_utf8_bytes", "lines_cut", "documents_split",
+                                  "malformed_json_lines", "json_lines_without_field",
+                                  "random_next_same_document") if c.get(k)}
+    if problems:
+        lines.append("input problems (handled): " + ", ".join(f"{k} {v:,}"
+                                                               for k, v in problems.items()))
+    lines.append(f"summary: {summary_path}")
+    print("\n".join(lines), file=out or sys.stdout)
