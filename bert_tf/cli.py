@@ -28,7 +28,8 @@ import re
 import shutil
 import sys
 
-from bert_tf.output_lock import OutputLock, tf_config_chief
+from bert_tf.output_lock import OutputLock
+from bert_tf.training_plumbing import is_chief
 
 # --mixed_precision / --dtype name -> Keras dtype policy.
 DTYPES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
@@ -189,7 +190,7 @@ def _locked_outputs(args, flags):
     """(flag, path) of each of `flags` that `args` sets to a local path; none on a worker
     of a multi-worker cluster that is not its chief. A comma-separated --output_file
     (create_pretraining_data's shard list) is locked by its first name."""
-    if args is None or not tf_config_chief():
+    if args is None or not is_chief():
         return []
     found = []
     for flag in flags:
