@@ -2,7 +2,7 @@
 
 One optimizer step (forward, backward, AdamW update, clipping where the framework's
 standard loop does it) on random data, seq 128, 20 masked positions, CPU; fp32 and bf16.
-    ours:      bert_tf Pretrainer step (MLM + NSP), tf.function, with and without XLA
+    ours:      bert_tf PretrainingLoop step (MLM + NSP), tf.function, with and without XLA
                 (run_pretraining's --jit_compile)
     keras-hub: BertMaskedLM.train_on_batch (MLM only: keras-hub has no NSP head)
     HF torch:  BertForPreTraining (MLM + NSP), torch.optim.AdamW, clip_grad_norm_
@@ -45,15 +45,15 @@ def ours(batch, dtype, tmp, jit_compile=False):
     from bert_tf.config import BertConfig
     from bert_tf.pretrainer import BertPretrainer
     from bert_tf.pretraining.optimization import create_optimizer
-    from bert_tf.pretraining.trainer import Pretrainer
+    from bert_tf.pretraining.trainer import PretrainingLoop
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():
         model = BertPretrainer.from_config_object(
             BertConfig.preset("base"), dtype="mixed_bfloat16" if dtype == "bf16" else None)
         opt = create_optimizer("adamw", 1e-4, 1000, 100, model.trainable_variables)
         opt.build(model.trainable_variables)
-    trainer = Pretrainer(strategy, model, opt, tmp, len(batch["token_ids"]),
-                         jit_compile=jit_compile)
+    trainer = PretrainingLoop(strategy, model, opt, tmp, len(batch["token_ids"]),
+                              jit_compile=jit_compile)
     iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
     one = tf.constant(1)
     return lambda: trainer._train_steps(iterator, one).numpy()

@@ -31,7 +31,8 @@ import sys
 # check_not_inputs, check_seq_length: the commands import them from here; the library
 # parts of a command (no argparse) from bert_tf/checks.py.
 from bert_tf.checks import check_not_inputs, check_seq_length  # noqa: F401
-from bert_tf.output_lock import OutputLock, tf_config_chief
+from bert_tf.output_lock import OutputLock
+from bert_tf.training_plumbing import is_chief
 
 # --mixed_precision / --dtype name -> Keras dtype policy.
 DTYPES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
@@ -176,7 +177,7 @@ def _locked_outputs(args, flags):
     """(flag, path) of each of `flags` that `args` sets to a local path; none on a worker
     of a multi-worker cluster that is not its chief. A comma-separated --output_file
     (create_pretraining_data's shard list) is locked by its first name."""
-    if args is None or not tf_config_chief():
+    if args is None or not is_chief():
         return []
     found = []
     for flag in flags:

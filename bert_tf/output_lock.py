@@ -44,20 +44,6 @@ def lock_path(output):
     return os.path.join(parent, f".{name or 'root'}{LOCK_SUFFIX}")
 
 
-def tf_config_chief():
-    """False on a worker of a multi-worker cluster (TF_CONFIG) that is not its chief: the
-    workers of one run share its output folder, and only the chief owns it."""
-    try:
-        tf_config = json.loads(os.environ.get("TF_CONFIG", "{}"))
-        task, cluster = tf_config.get("task") or {}, tf_config.get("cluster") or {}
-    except (ValueError, AttributeError):
-        return True   # a broken TF_CONFIG is the strategy's to report
-    kind, index = task.get("type"), task.get("index", 0)
-    if kind in (None, "chief"):
-        return True
-    return kind == "worker" and index == 0 and "chief" not in cluster
-
-
 class OutputLock:
     """Context manager: holds the lock of `output` (a path) for the block, or raises
     OutputLockedError naming the holder; `flag` names the output in that line."""

@@ -204,6 +204,26 @@ def _softmax(x):
 def run(args):
     """Every stage; returns 0. A stage's command that fails has printed its `error: ...`
     line and raised SystemExit(1), which ends the quickstart with it."""
+    record = check_work_dir(args)   # a rerun with another corpus or flags stops here
+    started = time.time()
+    corpus_stage(args, record)
+    vocab = vocab_stage(args, record)
+    shards_stage(args, record, vocab)
+    pretraining_flags = pretrain_stage(args, record, vocab)
+    metrics, top, baseline = evaluate_stage(args, pretraining_flags)
+    tokenizer = fill_mask_stage(args, vocab)
+    summarize(args, metrics, tokenizer.vocab[top], baseline, started)
+    return 0
+
+
+def _path(args, name):
+    return os.path.join(args.work_dir, name)
+
+
+def check_work_dir(args):
+    """Before anything is written: the flags and the corpus are usable, and --work_dir
+    holds nothing made from another corpus or with other flags (ValueError, one line).
+    Returns the StageRecord of --work_dir, which now exists."""
     check_seq_length(args.max_seq_length, texts=2)
     # A missing, binary, non-UTF-8 or empty corpus stops here, before anything is written.
     if args.corpus and not read_text(args.corpus).strip():
@@ -211,96 +231,128 @@ def run(args):
     flags = {name: getattr(args, name) for _, names, _ in STAGES for name in names}
     flags["corpus"] = corpus_identity(args.corpus)
     record = StageRecord(args.work_dir, flags)
-    reused = record.check()         # a rerun with another corpus or flags stops here
+    reused = record.check()
     os.makedirs(args.work_dir, exist_ok=True)
-    path = lambda name: os.path.join(args.work_dir, name)  # noqa: E731
-    started = time.time()
     if reused:
         print(f"reusing from {args.work_dir} (made from the same corpus and flags): "
               f"{', '.join(reused)}", flush=True)
+    return record
 
+
+def corpus_stage(args, record):
+    """1/6: the default corpus written once (or --corpus), split into train.txt and
+    heldout.txt."""
     stage(f"1/6 corpus: {args.corpus or DEFAULT_CORPUS}")
     record.start("corpus split")
-    corpus = args.corpus or path("corpus.txt")
+    corpus = args.corpus or _path(args, "corpus.txt")
     if not args.corpus and not os.path.exists(corpus):
         from bert_tf.corpus import write_corpus
         docs, size = write_corpus(corpus)
         print(f"wrote {docs} documents, {size / 1e6:.2f} MB to {corpus}")
-    if not os.path.exists(path("train.txt")):
-        n = split_corpus(corpus, path("train.txt"), path("heldout.txt"))
+    if not os.path.exists(_path(args, "train.txt")):
+        n = split_corpus(corpus, _path(args, "train.txt"), _path(args, "heldout.txt"))
         print(f"{n} documents: every 20th held out -> train.txt, heldout.txt")
 
+
+def vocab_stage(args, record):
+    """2/6: vocab.txt learned from the training documents (build_vocab); returns its
+    path."""
     stage("2/6 vocab: WordPiece from the training documents")
-    vocab = path("vocab.txt")
+    vocab = _path(args, "vocab.txt")
     record.start("vocab")
     if not os.path.exists(vocab):
         from bert_tf import build_vocab
-        build_vocab.main([f"--input_file={path('train.txt')}", f"--output_file={vocab}",
-                          f"--vocab_size={args.vocab_size}", "--do_lower_case=true"])
+        build_vocab.main([f"--input_file={_path(args, 'train.txt')}",
+                          f"--output_file={vocab}", f"--vocab_size={args.vocab_size}",
+                          "--do_lower_case=true"])
     print(f"vocab: {vocab}")
+    return vocab
 
+
+def shards_stage(args, record, vocab):
+    """3/6: train.tfrecord (--dupe_factor passes) and heldout.tfrecord (one pass), made
+    by create_pretraining_data with a seed of their own."""
     stage("3/6 shards: masked-LM + next-sentence examples")
     from bert_tf import create_pretraining_data
     record.start("shards")
     for name, dupe in (("train", args.dupe_factor), ("heldout", 1)):
         create_pretraining_data.main([
-            f"--input_file={path(name + '.txt')}",
-            f"--output_file={path(name + '.tfrecord')}", f"--vocab_file={vocab}",
+            f"--input_file={_path(args, name + '.txt')}",
+            f"--output_file={_path(args, name + '.tfrecord')}", f"--vocab_file={vocab}",
             "--do_lower_case=true", f"--max_seq_length={args.max_seq_length}",
             f"--max_predictions_per_seq={args.max_predictions_per_seq}",
             f"--dupe_factor={dupe}", f"--random_seed={12345 + (name == 'heldout')}"])
 
+
+def pretrain_stage(args, record, vocab):
+    """4/6: the --preset model with the vocabulary's size, pretrained by run_pretraining
+    into model/ (resuming when it holds a checkpoint). Returns the run_pretraining flags
+    that training and evaluation share."""
     stage("4/6 pretrain: tiny BERT")
+    from bert_tf import run_pretraining
     from bert_tf.config import BertConfig
     config = BertConfig.preset(args.preset, vocab_size=_count_lines(vocab))
-    config_file = path("bert_config.json")
+    config_file = _path(args, "bert_config.json")
     record.start("model")
     config.to_json_file(config_file)
-    from bert_tf import run_pretraining
-    output_dir = path("model")
-    common = [f"--bert_config_file={config_file}", f"--output_dir={output_dir}",
+    common = [f"--bert_config_file={config_file}", f"--output_dir={_path(args, 'model')}",
               f"--vocab_file={vocab}", f"--max_seq_length={args.max_seq_length}",
               f"--max_predictions_per_seq={args.max_predictions_per_seq}",
               f"--num_train_steps={args.num_train_steps}",
               f"--num_warmup_steps={args.num_train_steps // 10}",
               f"--mixed_precision={args.mixed_precision}"]
     run_pretraining.main(common + [
-        f"--input_file={path('train.tfrecord')}", "--do_train",
+        f"--input_file={_path(args, 'train.tfrecord')}", "--do_train",
         f"--train_batch_size={args.train_batch_size}", f"--learning_rate={args.learning_rate}",
         f"--save_checkpoints_steps={max(args.num_train_steps // 5, 1)}",
         f"--steps_per_loop={args.steps_per_loop}"])
+    return common
 
+
+def evaluate_stage(args, pretraining_flags):
+    """5/6: the model's eval metrics on the held-out shards, and the unigram baseline
+    (most frequent masked token of the training shards, and its held-out accuracy)."""
     stage("5/6 evaluate on held-out documents")
-    run_pretraining.main(common + [
-        f"--input_file={path('heldout.tfrecord')}", "--do_eval", "--eval_batch_size=64",
-        "--max_eval_steps=0"])
-    metrics = _read_eval(os.path.join(output_dir, "eval_results.txt"))
-    top, baseline = unigram_baseline(path("train.tfrecord"), path("heldout.tfrecord"),
+    from bert_tf import run_pretraining
+    run_pretraining.main(pretraining_flags + [
+        f"--input_file={_path(args, 'heldout.tfrecord')}", "--do_eval",
+        "--eval_batch_size=64", "--max_eval_steps=0"])
+    metrics = _read_eval(os.path.join(_path(args, "model"), "eval_results.txt"))
+    top, baseline = unigram_baseline(_path(args, "train.tfrecord"),
+                                     _path(args, "heldout.tfrecord"),
                                      args.max_seq_length, args.max_predictions_per_seq)
+    return metrics, top, baseline
 
+
+def fill_mask_stage(args, vocab):
+    """6/6: the exported HF model's guesses for SENTENCES; returns the tokenizer."""
     stage("6/6 fill-mask")
     from bert_tf.checkpoints import load_pretrainer
     from bert_tf.tokenization import BertTokenizer
-    model = load_pretrainer(os.path.join(output_dir, "hf"))
+    model = load_pretrainer(os.path.join(_path(args, "model"), "hf"))
     tokenizer = BertTokenizer(vocab, do_lower_case=True)
     for sentence, guesses in fill_mask(model, tokenizer, SENTENCES):
         shown = ", ".join(f"{t} ({p:.2f})" for t, p in guesses[0])
         print(f"{sentence}\n    -> {shown}")
+    return tokenizer
 
+
+def summarize(args, metrics, baseline_token, baseline, started):
+    """quickstart_results.json and the closing line."""
     summary = {
         "heldout_masked_lm_accuracy": metrics["masked_lm_accuracy"],
         "heldout_masked_lm_loss": metrics["masked_lm_loss"],
         "heldout_next_sentence_accuracy": metrics["next_sentence_accuracy"],
         "unigram_baseline_accuracy": baseline,
-        "unigram_baseline_token": tokenizer.vocab[top],
+        "unigram_baseline_token": baseline_token,
         "minutes": (time.time() - started) / 60,
     }
-    write_json(path("quickstart_results.json"), summary, sort_keys=False)
+    results = _path(args, "quickstart_results.json")
+    write_json(results, summary, sort_keys=False)
     print(f"\nheld-out masked-LM accuracy {summary['heldout_masked_lm_accuracy']:.3f} vs "
-          f"unigram baseline {baseline:.3f} (always '{tokenizer.vocab[top]}'); "
+          f"unigram baseline {baseline:.3f} (always '{baseline_token}'); "
           f"next-sentence accuracy {summary['heldout_next_sentence_accuracy']:.3f}; "
-          f"{summary['minutes']:.1f} min. Results: {path('quickstart_results.json')}")
-    return 0
+          f"{summary['minutes']:.1f} min. Results: {results}")
 
 
 def _count_lines(path):

@@ -18,6 +18,9 @@ import os
 
 from bert_tf.cli import ArgumentParser, DTYPES, boolean, check_seq_length, run_main
 from bert_tf.files import write_results as write_eval_results  # google's eval_results.txt
+# TensorFlow-free at import, like this module: --help and flag errors stay fast.
+from bert_tf.pretraining.run import check_resume
+from bert_tf.training_plumbing import is_chief
 
 
 def parse_args(argv=None):
@@ -78,228 +81,67 @@ def parse_args(argv=None):
     return args
 
 
-# What a run's checkpoints were made with, kept as OUTPUT_DIR/RUN_SETTINGS: a resumed run
-# must have the same. Flags that say how a run goes, not what it computes, may change.
-RUN_SETTINGS = "pretraining_settings.json"
-RESUME_FREE = ("output_dir", "do_train", "do_eval", "eval_input_file", "eval_batch_size",
-               "max_eval_steps", "save_checkpoints_steps", "keep_checkpoints",
-               "steps_per_loop", "strategy", "cpu_devices", "tpu", "tpu_zone", "gcp_project",
-               "jit_compile", "length_batching", "skip_corrupt_records", "vocab_file",
-               # Read once, by the first run (a resumed run starts from its checkpoint):
-               "init_checkpoint",
-               # Where the model came from; the model itself is compared (bert_config).
-               "bert_config_file", "preset")
-
-
-# Everything a run writes in its --output_dir: the loop's TensorBoard folder, step log,
-# checkpoints and the scratch folders of multi-worker saves (pretraining/trainer.py),
-# then the model's config, the run's settings, the exported copies and eval results.
-RUN_OUTPUTS = ("train", "train_log.jsonl", "checkpoint", "ckpt-*", ".worker_*",
-               "bert_config.json", RUN_SETTINGS, "google", "hf", "eval_results.txt")
-
-
-def load_config(args):
-    from bert_tf.config import BertConfig
-    return BertConfig.from_json_file(args.bert_config_file) if args.bert_config_file \
-        else BertConfig.preset(args.preset)
-
-
-def run_settings(args, config, train_files):
-    """The settings a resumed run must share with the run that wrote the checkpoints: the
-    model (bert_config), every flag not in RESUME_FREE (shapes, batch, schedule,
-    optimizer, precision, seed, shuffling) and the training shards it streams, as JSON
-    values."""
-    import dataclasses
-    import json
-    values = {k: v for k, v in sorted(vars(args).items()) if k not in RESUME_FREE}
-    values["input_file"] = [os.path.abspath(f) for f in train_files]
-    values["bert_config"] = dataclasses.asdict(config)
-    return json.loads(json.dumps(values))   # as read back from the file
-
-
-def check_resume(args, settings):
-    """ValueError, before anything is written, when --output_dir holds the checkpoints of
-    a run with other settings: resuming them would mix two runs (or fail deep inside
-    TensorFlow on a shape). A run without a checkpoint yet has nothing to resume."""
-    import json
-    latest = tf_latest(args.output_dir)
-    if latest is None:
-        return
-    path = os.path.join(args.output_dir, RUN_SETTINGS)
-    theirs = None
-    if os.path.exists(path):
-        try:
-            with open(path, encoding="utf-8") as f:
-                theirs = json.load(f)
-        except ValueError:
-            raise ValueError(f"{path}: not valid JSON (the settings of the run whose "
-                             f"checkpoints {args.output_dir} holds)") from None
-    else:   # a run from before the settings were kept: its model at least must match
-        config_path = os.path.join(args.output_dir, "bert_config.json")
-        if os.path.exists(config_path):
-            import dataclasses
-
-            from bert_tf.config import BertConfig
-            theirs = json.loads(json.dumps({"bert_config": dataclasses.asdict(
-                BertConfig.from_json_file(config_path))}))
-    if theirs is None:
-        return
-    # Evaluating compares the model alone, and so does a run from before the settings
-    # were kept (its record holds only the model).
-    keys = sorted(theirs) if args.do_train else ["bert_config"]
-    differ = []
-    for key in keys:
-        a, b = theirs.get(key), settings.get(key)
-        if key == "bert_config" and a != b:
-            fields = sorted(k for k in set(a or {}) | set(b or {})
-                            if (a or {}).get(k) != (b or {}).get(k))
-            differ += [f"bert_config {k}: {(a or {}).get(k)!r} there, {(b or {}).get(k)!r} now"
-                       for k in fields]
-        elif key == "input_file" and a != b:
-            differ.append(f"--input_file: {len(a or [])} shard(s) there, other "
-                          f"{len(b or [])} now")
-        elif a != b:
-            differ.append(f"--{key}: {a!r} there, {b!r} now")
-    if differ:
-        raise ValueError(
-            f"--output_dir={args.output_dir} holds checkpoints ({os.path.basename(latest)}) "
-            f"of a run with other settings ({'; '.join(differ[:3])}"
-            f"{f'; {len(differ) - 3} more' if len(differ) > 3 else ''}): run that command "
-            f"again to resume it, or choose another --output_dir")
-
-
-def write_run_settings(output_dir, settings):
-    from bert_tf.files import write_json
-    write_json(os.path.join(output_dir, RUN_SETTINGS), settings)
-
-
-def build(args, strategy, config):
-    """Model + optimizer under the strategy's scope (init_checkpoint loaded if any)."""
-    import keras
-
-    from bert_tf import checkpoints
-    from bert_tf.pretrainer import BertPretrainer
-    from bert_tf.pretraining.optimization import create_optimizer
-
-    if args.vocab_file:
-        from bert_tf.tokenization import check_vocab_fits
-        check_vocab_fits(args.vocab_file, config.vocab_size)
-    if args.max_seq_length > config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length {args.max_seq_length} exceeds the config's "
-                         f"max_position_embeddings {config.max_position_embeddings}")
-    with strategy.scope():
-        keras.utils.set_random_seed(args.seed)
-        model = BertPretrainer.from_config_object(config, dtype=DTYPES[args.mixed_precision])
-        if args.init_checkpoint and not tf_latest(args.output_dir):
-            report = checkpoints.restore(model, args.init_checkpoint, allow_missing_heads=True)
-            print(f"initialised from {args.init_checkpoint}: {report}", flush=True)
-        optimizer = create_optimizer(args.optimizer, args.learning_rate, args.num_train_steps,
-                                     args.num_warmup_steps, model.trainable_variables)
-        if args.mixed_precision == "float16":
-            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-        optimizer.build(model.trainable_variables)
-    return config, model, optimizer
-
-
-def tf_latest(output_dir):
-    import tensorflow as tf
-    return tf.train.latest_checkpoint(output_dir) if os.path.isdir(output_dir) else None
-
-
 def run(args):
-    import tensorflow as tf
-
-    from bert_tf import checkpoints
-    from bert_tf.pretraining.data import (check_shards, data_loss_error,
-                                          expand_file_patterns, pretraining_dataset)
+    """The run's library calls (bert_tf/pretraining/run.py) with its flags as arguments;
+    returns the eval metrics (None without --do_eval)."""
+    from bert_tf.pretraining import run as pretraining
     from bert_tf.pretraining.distribution import create_strategy
-    from bert_tf.pretraining.trainer import Pretrainer
+    from bert_tf.pretraining.trainer import PretrainingLoop
 
     check_seq_length(args.max_seq_length, texts=2)
-    # What a run writes in --output_dir is never one of its inputs, though a glob such as
-    # --input_file='DIR/train*' with --output_dir=DIR matches it once written: without
-    # this, the run's own resume would read other "shards" than its first start did.
-    own = [os.path.join(args.output_dir, name) for name in RUN_OUTPUTS]
-    train_files = expand_file_patterns(args.input_file, skip=own)
-    eval_files = expand_file_patterns(args.eval_input_file or args.input_file, skip=own)
-    # Before any work: shards that are not TFRecord files, cut, damaged, or written for
-    # other lengths stop here with one line naming the file and byte offset.
-    damaged = check_shards(
-        sorted(set((train_files if args.do_train else []) +
-                   (eval_files if args.do_eval else []))),
+    shards = pretraining.find_shards(
+        args.input_file, args.eval_input_file, args.output_dir, args.do_train, args.do_eval,
         args.max_seq_length, args.max_predictions_per_seq, args.skip_corrupt_records)
-    skipped = sum(len(shard.skipped) for shard in damaged.values())
-    config = load_config(args)
-    settings = run_settings(args, config, train_files)
-    check_resume(args, settings)
+    config = pretraining.load_config(args.bert_config_file, args.preset)
+    settings = pretraining.run_settings(vars(args), config, shards.train)
+    check_resume(args.output_dir, settings, args.do_train)
     strategy = create_strategy(args.strategy, args.tpu, args.tpu_zone, args.gcp_project,
                                args.cpu_devices)
     print(f"strategy: {type(strategy).__name__} with {strategy.num_replicas_in_sync} "
-          f"replica(s); {len(train_files)} training file(s)", flush=True)
+          f"replica(s); {len(shards.train)} training file(s)", flush=True)
     os.makedirs(args.output_dir, exist_ok=True)
-    config, model, optimizer = build(args, strategy, config)
-    trainer = Pretrainer(strategy, model, optimizer, args.output_dir, args.train_batch_size,
-                         args.gradient_accumulation_steps, args.jit_compile,
-                         args.keep_checkpoints)
-    if trainer._is_chief():
-        config.to_json_file(os.path.join(args.output_dir, "bert_config.json"))
-        if args.do_train:
-            write_run_settings(args.output_dir, settings)
-
+    model, optimizer = pretraining.build(
+        strategy, config, args.output_dir, max_seq_length=args.max_seq_length,
+        seed=args.seed, dtype=DTYPES[args.mixed_precision], optimizer=args.optimizer,
+        learning_rate=args.learning_rate, num_train_steps=args.num_train_steps,
+        num_warmup_steps=args.num_warmup_steps, vocab_file=args.vocab_file,
+        init_checkpoint=args.init_checkpoint)
+    loop = PretrainingLoop(strategy, model, optimizer, args.output_dir, args.train_batch_size,
+                           args.gradient_accumulation_steps, args.jit_compile,
+                           args.keep_checkpoints)
+    pretraining.write_run_record(loop, config, settings, args.do_train)
     if args.do_train:
-        def dataset_fn(ctx, batch_size, skip_batches):
-            dataset = pretraining_dataset(
-                train_files, batch_size, args.max_seq_length, args.max_predictions_per_seq,
-                is_training=True, input_context=ctx, seed=args.seed,
-                shuffle_buffer=args.shuffle_buffer, damaged=damaged)
-            return dataset.skip(skip_batches) if skip_batches else dataset
-        try:
-            trainer.train(dataset_fn, args.num_train_steps, args.save_checkpoints_steps,
-                          args.steps_per_loop)
-        except tf.errors.DataLossError as e:  # a record damaged past the first: which?
-            raise data_loss_error(e, train_files) from None
-        if trainer._is_chief():
-            for fmt in ("google", "hf"):
-                out = os.path.join(args.output_dir, fmt)
-                checkpoints.save_checkpoint(model, out, fmt, vocab_file=args.vocab_file,
-                                            overwrite=True)
-                print(f"wrote {fmt} checkpoint to {out}", flush=True)
+        pretraining.train_and_export(
+            loop, shards, num_train_steps=args.num_train_steps,
+            save_checkpoints_steps=args.save_checkpoints_steps,
+            steps_per_loop=args.steps_per_loop, max_seq_length=args.max_seq_length,
+            max_predictions_per_seq=args.max_predictions_per_seq, seed=args.seed,
+            shuffle_buffer=args.shuffle_buffer, vocab_file=args.vocab_file)
     else:
-        latest = trainer.restore_latest()
-        if latest is None and not args.init_checkpoint:
-            raise ValueError(f"--do_eval without --do_train needs a checkpoint in "
-                             f"{args.output_dir} or --init_checkpoint")
-
-    if args.do_eval:
-        dataset = pretraining_dataset(eval_files, args.eval_batch_size, args.max_seq_length,
-                                      args.max_predictions_per_seq, is_training=False,
-                                      damaged=damaged)
-        if args.length_batching == "longest":
-            from bert_tf.batching import trim_to_longest
-            inputs = ("token_ids", "segment_ids", "padding_mask")
-            dataset = dataset.map(lambda b: dict(b, **trim_to_longest(
-                {k: b[k] for k in inputs})))
-        try:
-            metrics = trainer.evaluate(dataset, args.max_eval_steps)
-        except tf.errors.DataLossError as e:
-            raise data_loss_error(e, eval_files) from None
-        if args.skip_corrupt_records:  # in the shards this run read, each counted once
-            metrics["skipped_corrupt_records"] = skipped
-        print("***** Eval results *****")
-        for key in sorted(metrics):
-            print(f"  {key} = {metrics[key]}")
-        if trainer._is_chief():
-            write_eval_results(os.path.join(args.output_dir, "eval_results.txt"), metrics)
-        return metrics
-    return None
+        pretraining.restore_for_eval(loop, args.init_checkpoint)
+    if not args.do_eval:
+        return None
+    metrics = pretraining.evaluate(
+        loop, shards, eval_batch_size=args.eval_batch_size,
+        max_seq_length=args.max_seq_length,
+        max_predictions_per_seq=args.max_predictions_per_seq,
+        max_eval_steps=args.max_eval_steps, length_batching=args.length_batching,
+        skip_corrupt_records=args.skip_corrupt_records)
+    print("***** Eval results *****")
+    for key in sorted(metrics):
+        print(f"  {key} = {metrics[key]}")
+    if is_chief(strategy):
+        write_eval_results(os.path.join(args.output_dir, "eval_results.txt"), metrics)
+    return metrics
 
 
 def main(argv=None):
     """Exit status 0, or 1 with one `error: ...` line (bert_tf/cli.py); returns run's
     eval metrics (None without --do_eval)."""
     args = parse_args(argv)
-    # After the flags: the trainer module loads TensorFlow, which run() needs anyway.
-    from bert_tf.pretraining.trainer import Interrupted, NonFiniteLossError
+    # After the flags: the loop's module loads TensorFlow, which run() needs anyway.
+    from bert_tf.pretraining.trainer import NonFiniteLossError
+    from bert_tf.training_plumbing import Interrupted
     return run_main(run, args, errors=(NonFiniteLossError, Interrupted), positive=(
         "train_batch_size", "eval_batch_size", "num_train_steps", "save_checkpoints_steps",
         "steps_per_loop", "gradient_accumulation_steps", "max_seq_length",

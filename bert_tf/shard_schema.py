@@ -15,6 +15,8 @@ the masked-LM and next-sentence fields, all int32 except the weights.
 
 import dataclasses
 
+from bert_tf.input_names import INPUT_NAMES
+
 SEQ_LENGTH = "max_seq_length"
 PREDICTIONS = "max_predictions_per_seq"
 
@@ -46,7 +48,7 @@ BY_INPUT = {f.input: f for f in FEATURES}
 KINDS = {f.name: f.kind for f in FEATURES}
 # A batch's names, in the order batches list them: what BertPretrainer takes, then what
 # the losses compare its outputs with.
-MODEL_INPUTS = ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions")
+MODEL_INPUTS = INPUT_NAMES + ("masked_lm_positions",)
 LABELS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 BATCH_NAMES = MODEL_INPUTS + LABELS
 

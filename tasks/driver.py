@@ -363,7 +363,7 @@ def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max
 
     Resumable: every `config.save_checkpoints_steps` steps and at every epoch end the
     whole training state goes to output_dir/resume/ (tasks/resume.py), and SIGTERM or
-    SIGINT saves it after the current step and raises the pretraining trainer's
+    SIGINT saves it after the current step and raises bert_tf/training_plumbing.py's
     Interrupted (one line, exit 1). A run that finds that state continues from its step,
     bit for bit as if never stopped.
     `train_ds_fn()` makes the training tf.data.Dataset, a new one for each fit call: the
@@ -372,8 +372,8 @@ def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max
     the last fit call (None when the saved state says training is done)."""
     import keras
 
-    from bert_tf.pretraining.trainer import _MetricLog, _stop_requests
     from bert_tf.progress import interactive, step_lines
+    from bert_tf.training_plumbing import MetricLog, stop_requests
     from tasks.resume import ResumeCallback, ResumeState, resume_settings
     saved = model if saved is None else saved
     steps_per_epoch, epochs = step_plan(config, num_train_steps)
@@ -408,8 +408,8 @@ def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max
         if not interactive():
             # Keras prints nothing to a file until an epoch ends: a line every few steps.
             callbacks.append(step_lines(total_steps, config.train_batch_size, initial=start))
-        log = _MetricLog(os.path.join(config.output_dir, "train_log.jsonl"), start,
-                         enabled=state.chief)
+        log = MetricLog(os.path.join(config.output_dir, "train_log.jsonl"), start,
+                        enabled=state.chief)
         tracker = ResumeCallback(state, start, steps_per_epoch, total_steps,
                                  config.save_checkpoints_steps, best, log)
         callbacks.append(tracker)   # last: it saves what the checkpoint callbacks updated
@@ -424,7 +424,7 @@ def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max
         if epoch < epochs:
             phases.append((epoch, steps_per_epoch, epoch * steps_per_epoch))
         history = None
-        with _stop_requests() as stop:
+        with stop_requests() as stop:
             tracker.stop = stop
             for i, (first_epoch, steps, skip) in enumerate(phases):
                 train_ds = (first_ds if i == 0 else train_ds_fn()).repeat()

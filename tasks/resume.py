@@ -5,9 +5,9 @@
 
 tasks/driver.py's `fit` saves the state every --save_checkpoints_steps steps, after every
 epoch, and on SIGTERM/SIGINT, then stops with Interrupted (the signal handling and error
-of bert_tf/pretraining/trainer.py, whose loop saves and stops the same way). Run again,
-the same command resumes at the saved step and the rest of the run is the uninterrupted
-one's, bit for bit (tests/test_finetune_resume.py).
+of bert_tf/training_plumbing.py, shared with the pretraining loop, which saves and stops
+the same way). Run again, the same command resumes at the saved step and the rest of the
+run is the uninterrupted one's, bit for bit (tests/test_finetune_resume.py).
 """
 
 import dataclasses
@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.files import write_json
-from bert_tf.pretraining.trainer import Interrupted
+from bert_tf.training_plumbing import Interrupted, is_chief
 
 RESUME_DIR = "resume"
 
@@ -115,11 +115,7 @@ class ResumeState:
         self.settings = settings
         self.latest_path = None
         self.remote = "://" in self.dir
-        resolver = getattr(model.distribute_strategy, "cluster_resolver", None)
-        task_type = getattr(resolver, "task_type", None)
-        self.chief = task_type in (None, "chief") or (
-            task_type == "worker" and resolver.task_id == 0 and
-            "chief" not in resolver.cluster_spec().as_dict())
+        self.chief = is_chief(model.distribute_strategy)
         # The seed generators' states are variables tf.train.Checkpoint does not reach
         # through the model (they are not weights): without them a resumed run draws
         # other dropout masks. The metrics' sums make the logged running means match.
@@ -221,7 +217,7 @@ def _replica_parts(variable):
 class ResumeCallback(keras.callbacks.Callback):
     """Counts the global step from `start`, writes each step's logs to `log` (a JSON-lines
     writer), saves `state` every `save_steps` steps and after every epoch but the last,
-    and on a requested stop (`self.stop`, _stop_requests' list) saves and raises
+    and on a requested stop (`self.stop`, stop_requests' list) saves and raises
     Interrupted out of fit, so that no validation or epoch-end checkpoint runs on a
     partial epoch (a stop asked for in an epoch's last step waits for its end). `best`:
     the ModelCheckpoint whose best value the state keeps, or None. One instance serves

@@ -16,7 +16,7 @@ from bert_tf.pretraining.data import pretraining_dataset
 from bert_tf.pretrainer import BertPretrainer
 from bert_tf.pretraining.optimization import (WarmupLinearDecay, create_optimizer,
                                               decayed_variables)
-from bert_tf.pretraining.trainer import Pretrainer
+from bert_tf.pretraining.trainer import PretrainingLoop
 from bert_tf.run_pretraining import parse_args, write_eval_results
 from tests.testing import write_pretraining_shards
 
@@ -121,7 +121,8 @@ def _pretrainer(tmp_path, batch_size, lr=1e-3, steps=100, warmup=0, accumulation
         model = BertPretrainer.from_config_object(BertConfig(**TINY))
         optimizer = create_optimizer("adamw", lr, steps, warmup, model.trainable_variables)
         optimizer.build(model.trainable_variables)
-    return Pretrainer(strategy, model, optimizer, str(tmp_path), batch_size, accumulation)
+    return PretrainingLoop(strategy, model, optimizer, str(tmp_path), batch_size,
+                           accumulation)
 
 
 def _dataset_fn(shards, shuffle_buffer=1000):
@@ -312,7 +313,7 @@ def test_no_checkpoint_is_written_after_a_diverged_update(tmp_path, shards, conf
     from bert_tf import run_pretraining
     out = str(tmp_path / "run")
     _cli(shards, config_file, out, "--strategy=one_device", steps=2)
-    monkeypatch.setattr(run_pretraining, "check_resume", lambda args, settings: None)
+    monkeypatch.setattr(run_pretraining, "check_resume", lambda *args: None)
     with pytest.raises(SystemExit) as exit_info:
         run_pretraining.main([
             f"--input_file={shards}", f"--output_dir={out}",

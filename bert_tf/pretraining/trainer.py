@@ -9,53 +9,29 @@ micro-batches.
 
 State saved by `tf.train.CheckpointManager`: model, optimizer (slots and step), the
 dropout layers' random state and the input iterator's position, so a run killed at any
-point resumes with the same losses, bit for bit.
+point resumes with the same losses, bit for bit. Stopping on a signal (Interrupted), the
+step log and the chief check are bert_tf/training_plumbing.py's, shared with fine-tuning.
 """
 
 import contextlib
-import json
 import os
 import signal
-import threading
 import time
 
 import keras
 import tensorflow as tf
 
-from bert_tf.files import atomic_write
 from bert_tf.pretraining.losses import local_sums, metrics_from_sums
 from bert_tf.pretraining.optimization import CLIP_NORM
+from bert_tf.shard_schema import MODEL_INPUTS
+from bert_tf.training_plumbing import Interrupted, MetricLog, is_chief, stop_requests
 
 METRIC_KEYS = ("loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss",
                "next_sentence_accuracy", "learning_rate", "grad_norm")
-MODEL_INPUTS = ("token_ids", "segment_ids", "padding_mask", "masked_lm_positions")
 
 
 class NonFiniteLossError(RuntimeError):
     pass
-
-
-class Interrupted(RuntimeError):
-    """SIGTERM (preemption) or SIGINT stopped training; a checkpoint was saved first."""
-
-
-@contextlib.contextmanager
-def _stop_requests():
-    """SIGTERM and SIGINT set a flag instead of killing the process, so the loop can save
-    at the end of its current step and stop (a step in flight is not cut short). The
-    previous handlers come back afterwards. `signals` lists what arrived."""
-    signals = []
-    if threading.current_thread() is not threading.main_thread():
-        yield signals  # handlers can only be installed from the main thread
-        return
-    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-    for s in previous:
-        signal.signal(s, lambda number, frame: signals.append(signal.Signals(number).name))
-    try:
-        yield signals
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def _is_multi_worker(strategy):
@@ -86,8 +62,9 @@ def _preemption_handler(strategy, manager, exit_fn):
         signal.signal(signal.SIGTERM, previous)
 
 
-class Pretrainer:
-    """Owns the model, optimizer, checkpoint and the compiled train/eval steps."""
+class PretrainingLoop:
+    """The pretraining loop (not the model: that is BertPretrainer, which it trains). Owns
+    the model, optimizer, checkpoint and the compiled train/eval steps."""
 
     def __init__(self, strategy, model, optimizer, output_dir, train_batch_size,
                  gradient_accumulation_steps=1, jit_compile=False, keep_checkpoints=5):
@@ -249,11 +226,11 @@ class Pretrainer:
         if latest:
             print(f"resumed from {latest} at step {self.step}", flush=True)
         start = self.step
-        log = _MetricLog(os.path.join(self.output_dir, "train_log.jsonl"), start,
-                         enabled=self._is_chief())
+        log = MetricLog(os.path.join(self.output_dir, "train_log.jsonl"), start,
+                        enabled=is_chief(self.strategy))
         writer = tf.summary.create_file_writer(os.path.join(self.output_dir, "train")) \
-            if self._is_chief() else tf.summary.create_noop_writer()
-        bar = _progress(num_train_steps, start, progress and self._is_chief())
+            if is_chief(self.strategy) else tf.summary.create_noop_writer()
+        bar = _progress(num_train_steps, start, progress and is_chief(self.strategy))
         history = []
         step = start
         if _is_multi_worker(self.strategy):
@@ -282,7 +259,7 @@ class Pretrainer:
             writer.flush()
             self._cleanup_worker_dir()
             return history
-        with _stop_requests() as stop:
+        with stop_requests() as stop:
             while step < num_train_steps and not stop:
                 step = self._train_loop(iterator, step, num_train_steps,
                                         save_checkpoints_steps, steps_per_loop, manager,
@@ -375,57 +352,21 @@ class Pretrainer:
             return None, 0
         return resolver.task_type, resolver.task_id
 
-    def _is_chief(self):
-        task_type, task_id = self._task()
-        return task_type in (None, "chief") or (task_type == "worker" and task_id == 0 and
-                                                "chief" not in self.strategy.cluster_resolver
-                                                .cluster_spec().as_dict())
-
     def _checkpoint_dir(self):
         # Every worker takes part in saving (it is collective), but only the chief's copy
         # is kept; the others write to a scratch directory removed at the end.
-        if self._is_chief():
+        if is_chief(self.strategy):
             return self.output_dir
         _, task_id = self._task()
         return os.path.join(self.output_dir, f".worker_{task_id}")
 
     def _cleanup_worker_dir(self):
-        if not self._is_chief():
+        if not is_chief(self.strategy):
             tf.io.gfile.rmtree(self._checkpoint_dir())
 
 
 def _finite(x):
     return x == x and abs(x) != float("inf")
-
-
-class _MetricLog:
-    """Per-step metrics as JSON lines. On resume, lines past the restored step (written
-    after the last checkpoint by the interrupted run) are dropped, so the file always
-    reads as one uninterrupted run."""
-
-    def __init__(self, path, start_step, enabled=True):
-        self.path = path
-        self.enabled = enabled
-        if not enabled:
-            return
-        kept = []
-        if os.path.exists(path):
-            with open(path) as f:
-                for line in f:
-                    try:
-                        row = json.loads(line)
-                    except json.JSONDecodeError:
-                        break  # a line cut by a kill
-                    if row["step"] <= start_step:
-                        kept.append(line if line.endswith("\n") else line + "\n")
-        with atomic_write(path) as f:
-            f.writelines(kept)
-        self.file = open(path, "a")
-
-    def write(self, row):
-        if self.enabled:
-            self.file.write(json.dumps(row) + "\n")
-            self.file.flush()
 
 
 def _progress(total, initial, enabled):

@@ -1,0 +1,266 @@
+"""One pretraining run as library calls: what `python -m bert_tf.run_pretraining` does,
+without argparse.
+
+    shards = find_shards("shards/*.tfrecord", None, "runs/base", do_train=True,
+                         do_eval=False, max_seq_length=128, max_predictions_per_seq=20)
+    config = load_config(preset="tiny")
+    settings = run_settings(flags, config, shards.train)   # flags: the run's flag values
+    check_resume("runs/base", settings)     # another run's checkpoints there: ValueError
+    model, optimizer = build(strategy, config, "runs/base", ...)
+    loop = PretrainingLoop(strategy, model, optimizer, "runs/base", 32)
+    train_and_export(loop, shards, ...)     # resumes by itself; writes google/ and hf/
+    metrics = evaluate(loop, shards, ...)
+
+A run's --output_dir holds what it writes (RUN_OUTPUTS) and the settings its checkpoints
+were made with (RUN_SETTINGS), which a resumed run must share. No TensorFlow at import:
+the command imports this module before it parses its flags.
+"""
+
+import dataclasses
+import json
+import os
+
+from bert_tf.files import write_json
+from bert_tf.training_plumbing import is_chief
+
+# What a run's checkpoints were made with, kept as OUTPUT_DIR/RUN_SETTINGS: a resumed run
+# must have the same. Flags that say how a run goes, not what it computes, may change.
+RUN_SETTINGS = "pretraining_settings.json"
+RESUME_FREE = ("output_dir", "do_train", "do_eval", "eval_input_file", "eval_batch_size",
+               "max_eval_steps", "save_checkpoints_steps", "keep_checkpoints",
+               "steps_per_loop", "strategy", "cpu_devices", "tpu", "tpu_zone", "gcp_project",
+               "jit_compile", "length_batching", "skip_corrupt_records", "vocab_file",
+               # Read once, by the first run (a resumed run starts from its checkpoint):
+               "init_checkpoint",
+               # Where the model came from; the model itself is compared (bert_config).
+               "bert_config_file", "preset")
+
+
+# Everything a run writes in its --output_dir: the loop's TensorBoard folder, step log,
+# checkpoints and the scratch folders of multi-worker saves (pretraining/trainer.py),
+# then the model's config, the run's settings, the exported copies and eval results.
+RUN_OUTPUTS = ("train", "train_log.jsonl", "checkpoint", "ckpt-*", ".worker_*",
+               "bert_config.json", RUN_SETTINGS, "google", "hf", "eval_results.txt")
+
+
+@dataclasses.dataclass
+class Shards:
+    """The shard files a run reads: `train`, `eval` (lists of paths), `damaged` (path ->
+    the damaged records check_shards found, left out under skip_corrupt_records) and
+    `skipped`, how many records that leaves out, each counted once."""
+    train: list
+    eval: list
+    damaged: dict
+    skipped: int
+
+
+def find_shards(input_file, eval_input_file, output_dir, do_train, do_eval, max_seq_length,
+                max_predictions_per_seq, skip_corrupt_records=False):
+    """The files --input_file and --eval_input_file (default: --input_file) name, less
+    what the run writes in `output_dir`, checked before any work: shards that are not
+    TFRecord files, cut, damaged, or written for other lengths stop here with one line
+    naming the file and byte offset."""
+    from bert_tf.pretraining.data import check_shards, expand_file_patterns
+    # What a run writes in --output_dir is never one of its inputs, though a glob such as
+    # --input_file='DIR/train*' with --output_dir=DIR matches it once written: without
+    # this, the run's own resume would read other "shards" than its first start did.
+    own = [os.path.join(output_dir, name) for name in RUN_OUTPUTS]
+    train_files = expand_file_patterns(input_file, skip=own)
+    eval_files = expand_file_patterns(eval_input_file or input_file, skip=own)
+    damaged = check_shards(
+        sorted(set((train_files if do_train else []) + (eval_files if do_eval else []))),
+        max_seq_length, max_predictions_per_seq, skip_corrupt_records)
+    skipped = sum(len(shard.skipped) for shard in damaged.values())
+    return Shards(train_files, eval_files, damaged, skipped)
+
+
+def load_config(bert_config_file=None, preset=None):
+    """The model's BertConfig: from bert_config.json (google) or config.json (HF), else
+    the named preset."""
+    from bert_tf.config import BertConfig
+    return BertConfig.from_json_file(bert_config_file) if bert_config_file \
+        else BertConfig.preset(preset)
+
+
+def run_settings(flags, config, train_files):
+    """The settings a resumed run must share with the run that wrote the checkpoints: the
+    model (bert_config), every flag not in RESUME_FREE (shapes, batch, schedule,
+    optimizer, precision, seed, shuffling) and the training shards it streams, as JSON
+    values. `flags`: the run's flag values by name."""
+    values = {k: v for k, v in sorted(flags.items()) if k not in RESUME_FREE}
+    values["input_file"] = [os.path.abspath(f) for f in train_files]
+    values["bert_config"] = dataclasses.asdict(config)
+    return json.loads(json.dumps(values))   # as read back from the file
+
+
+def _recorded_settings(output_dir):
+    """The settings of the run whose checkpoints `output_dir` holds, or None when unknown.
+    A run from before the settings were kept is known by its model alone."""
+    path = os.path.join(output_dir, RUN_SETTINGS)
+    if os.path.exists(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)
+        except ValueError:
+            raise ValueError(f"{path}: not valid JSON (the settings of the run whose "
+                             f"checkpoints {output_dir} holds)") from None
+    config_path = os.path.join(output_dir, "bert_config.json")
+    if os.path.exists(config_path):
+        from bert_tf.config import BertConfig
+        return json.loads(json.dumps({"bert_config": dataclasses.asdict(
+            BertConfig.from_json_file(config_path))}))
+    return None
+
+
+def _differences(theirs, settings, keys):
+    differ = []
+    for key in keys:
+        a, b = theirs.get(key), settings.get(key)
+        if key == "bert_config" and a != b:
+            fields = sorted(k for k in set(a or {}) | set(b or {})
+                            if (a or {}).get(k) != (b or {}).get(k))
+            differ += [f"bert_config {k}: {(a or {}).get(k)!r} there, {(b or {}).get(k)!r} now"
+                       for k in fields]
+        elif key == "input_file" and a != b:
+            differ.append(f"--input_file: {len(a or [])} shard(s) there, other "
+                          f"{len(b or [])} now")
+        elif a != b:
+            differ.append(f"--{key}: {a!r} there, {b!r} now")
+    return differ
+
+
+def check_resume(output_dir, settings, do_train=True):
+    """ValueError, before anything is written, when `output_dir` holds the checkpoints of
+    a run with other settings: resuming them would mix two runs (or fail deep inside
+    TensorFlow on a shape). A run without a checkpoint yet has nothing to resume.
+    Evaluating alone (`do_train=False`) compares the model only."""
+    latest = latest_checkpoint(output_dir)
+    if latest is None:
+        return
+    theirs = _recorded_settings(output_dir)
+    if theirs is None:
+        return
+    # Evaluating compares the model alone, and so does a run from before the settings
+    # were kept (its record holds only the model).
+    differ = _differences(theirs, settings, sorted(theirs) if do_train else ["bert_config"])
+    if differ:
+        raise ValueError(
+            f"--output_dir={output_dir} holds checkpoints ({os.path.basename(latest)}) "
+            f"of a run with other settings ({'; '.join(differ[:3])}"
+            f"{f'; {len(differ) - 3} more' if len(differ) > 3 else ''}): run that command "
+            f"again to resume it, or choose another --output_dir")
+
+
+def write_run_settings(output_dir, settings):
+    write_json(os.path.join(output_dir, RUN_SETTINGS), settings)
+
+
+def latest_checkpoint(output_dir):
+    """The newest checkpoint in `output_dir`, or None (also when there is no folder)."""
+    import tensorflow as tf
+    return tf.train.latest_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+
+
+def build(strategy, config, output_dir, *, max_seq_length, seed, dtype, optimizer,
+          learning_rate, num_train_steps, num_warmup_steps, vocab_file=None,
+          init_checkpoint=None):
+    """(model, optimizer) under the strategy's scope. `init_checkpoint` is loaded only
+    when `output_dir` holds no checkpoint yet (a resumed run starts from its own);
+    `vocab_file` must fit the config's vocab_size. `dtype`: a Keras dtype policy name
+    ("float32", "mixed_bfloat16", "mixed_float16": the last scales the loss)."""
+    import keras
+
+    from bert_tf import checkpoints
+    from bert_tf.pretrainer import BertPretrainer
+    from bert_tf.pretraining.optimization import create_optimizer
+
+    if vocab_file:
+        from bert_tf.tokenization import check_vocab_fits
+        check_vocab_fits(vocab_file, config.vocab_size)
+    if max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length {max_seq_length} exceeds the config's "
+                         f"max_position_embeddings {config.max_position_embeddings}")
+    with strategy.scope():
+        keras.utils.set_random_seed(seed)
+        model = BertPretrainer.from_config_object(config, dtype=dtype)
+        if init_checkpoint and not latest_checkpoint(output_dir):
+            report = checkpoints.restore(model, init_checkpoint, allow_missing_heads=True)
+            print(f"initialised from {init_checkpoint}: {report}", flush=True)
+        opt = create_optimizer(optimizer, learning_rate, num_train_steps, num_warmup_steps,
+                               model.trainable_variables)
+        if dtype == "mixed_float16":
+            opt = keras.optimizers.LossScaleOptimizer(opt)
+        opt.build(model.trainable_variables)
+    return model, opt
+
+
+def write_run_record(loop, config, settings, do_train):
+    """The chief writes the model's bert_config.json, and when training the settings a
+    resumed run must share, into the loop's output_dir."""
+    if is_chief(loop.strategy):
+        config.to_json_file(os.path.join(loop.output_dir, "bert_config.json"))
+        if do_train:
+            write_run_settings(loop.output_dir, settings)
+
+
+def train_and_export(loop, shards, *, num_train_steps, save_checkpoints_steps,
+                     steps_per_loop, max_seq_length, max_predictions_per_seq, seed,
+                     shuffle_buffer, vocab_file=None):
+    """Trains (resuming from the latest checkpoint in the loop's output_dir), then the
+    chief writes the model in google's TF1 format (output_dir/google) and HF's
+    (output_dir/hf), with `vocab_file` beside them."""
+    import tensorflow as tf
+
+    from bert_tf import checkpoints
+    from bert_tf.pretraining.data import data_loss_error, pretraining_dataset
+
+    def dataset_fn(ctx, batch_size, skip_batches):
+        dataset = pretraining_dataset(
+            shards.train, batch_size, max_seq_length, max_predictions_per_seq,
+            is_training=True, input_context=ctx, seed=seed,
+            shuffle_buffer=shuffle_buffer, damaged=shards.damaged)
+        return dataset.skip(skip_batches) if skip_batches else dataset
+    try:
+        loop.train(dataset_fn, num_train_steps, save_checkpoints_steps, steps_per_loop)
+    except tf.errors.DataLossError as e:  # a record damaged past the first: which?
+        raise data_loss_error(e, shards.train) from None
+    if is_chief(loop.strategy):
+        for fmt in ("google", "hf"):
+            out = os.path.join(loop.output_dir, fmt)
+            checkpoints.save_checkpoint(loop.model, out, fmt, vocab_file=vocab_file,
+                                        overwrite=True)
+            print(f"wrote {fmt} checkpoint to {out}", flush=True)
+
+
+def restore_for_eval(loop, init_checkpoint=None):
+    """Evaluating without training: the latest checkpoint's weights, else those `build`
+    loaded from `init_checkpoint`; ValueError when there are neither."""
+    latest = loop.restore_latest()
+    if latest is None and not init_checkpoint:
+        raise ValueError(f"--do_eval without --do_train needs a checkpoint in "
+                         f"{loop.output_dir} or --init_checkpoint")
+
+
+def evaluate(loop, shards, *, eval_batch_size, max_seq_length, max_predictions_per_seq,
+             max_eval_steps, length_batching="off", skip_corrupt_records=False):
+    """google's eval metrics over the eval shards (at most `max_eval_steps` batches, 0:
+    all); "longest" `length_batching` cuts each batch to its longest sequence. Under
+    `skip_corrupt_records` the metrics count the records left out."""
+    import tensorflow as tf
+
+    from bert_tf.pretraining.data import data_loss_error, pretraining_dataset
+    dataset = pretraining_dataset(shards.eval, eval_batch_size, max_seq_length,
+                                  max_predictions_per_seq, is_training=False,
+                                  damaged=shards.damaged)
+    if length_batching == "longest":
+        from bert_tf.batching import trim_to_longest
+        inputs = ("token_ids", "segment_ids", "padding_mask")
+        dataset = dataset.map(lambda b: dict(b, **trim_to_longest(
+            {k: b[k] for k in inputs})))
+    try:
+        metrics = loop.evaluate(dataset, max_eval_steps)
+    except tf.errors.DataLossError as e:
+        raise data_loss_error(e, shards.eval) from None
+    if skip_corrupt_records:  # in the shards this run read, each counted once
+        metrics["skipped_corrupt_records"] = shards.skipped
+    return metrics
