@@ -1,6 +1,7 @@
 """The code's shape: library modules never import a command (a module that parses flags),
-export/ never imports a fine-tuning command, long files say why they are long, and the
-README's Python API example runs as written."""
+export/ never imports a fine-tuning command, no import circles, no private name (`_x`)
+used across modules, long files say why they are long, and the README's Python API
+example runs as written."""
 
 import ast
 import os
@@ -59,6 +60,96 @@ def test_library_modules_import_no_command():
         if name.startswith("export."):
             wrong += [f"{name} imports {m}" for m in sorted(imported(path))
                       if m.startswith("tasks") and m not in ("tasks", "tasks.conlleval")]
+    assert not wrong, wrong
+
+
+def dependencies(found):
+    """{module: project modules it imports}, function-level imports included. `from P
+    import m` of a submodule m depends on P.m alone (P is a package whose __init__ only
+    names things)."""
+    edges = {}
+    for name, path in found.items():
+        targets = set()
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+            if isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names if a.name in found)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                submodules = {f"{node.module}.{a.name}" for a in node.names} & set(found)
+                targets |= submodules
+                if len(submodules) < len(node.names) and node.module in found:
+                    targets.add(node.module)
+        edges[name] = targets - {name}
+    return edges
+
+
+def circles(edges):
+    """Every strongly connected group of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(edges[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.add(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def test_no_import_circles():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles(dependencies(modules())) == []
+
+
+def private_uses(name, path, found):
+    """`from M import _x` and `M._x` (M bound to another project module) in one module."""
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    aliases, uses = {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in found and a.asname:
+                    aliases[a.asname] = a.name
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                if f"{node.module}.{a.name}" in found:
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                elif node.module in found and node.module != name and \
+                        a.name.startswith("_") and not a.name.startswith("__"):
+                    uses.append(f"{name} imports {node.module}.{a.name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                node.attr.startswith("_") and not node.attr.startswith("__"):
+            module = aliases.get(node.value.id)
+            if module and module != name:
+                uses.append(f"{name} uses {module}.{node.attr}")
+    return uses
+
+
+def test_no_private_name_is_used_across_modules(tmp_path):
+    found = modules()
+    probe = tmp_path / "probe.py"
+    probe.write_text("from bert_tf.cli import _x\nfrom bert_tf import files\nfiles._y()\n")
+    assert private_uses("probe", str(probe), found) == [
+        "probe imports bert_tf.cli._x", "probe uses bert_tf.files._y"]
+    wrong = [use for name, path in found.items() for use in private_uses(name, path, found)]
     assert not wrong, wrong
 
 
