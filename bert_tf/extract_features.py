@@ -28,6 +28,7 @@ import numpy as np
 
 from bert_tf.cli import ArgumentParser, boolean, check_not_inputs, check_seq_length, run_main
 from bert_tf.files import atomic_write, read_text
+from bert_tf.input_names import INPUT_NAMES
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
@@ -86,7 +87,7 @@ def layer_model(encoder, layers):
     """A Keras model: encoder inputs -> list of the chosen layers' outputs [B, S, H]."""
     import keras
     inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-              for name in ("token_ids", "segment_ids", "padding_mask")}
+              for name in INPUT_NAMES}
     outputs = encoder(inputs)["encoder_outputs"]
     return keras.Model(inputs, [outputs[i] for i in layers])
 
@@ -122,9 +123,8 @@ def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size
                 token_ids[row, :len(ids)] = ids
                 segment_ids[row, :len(ids)] = segments
                 mask[row, :len(ids)] = 1
-            outputs = model.predict_on_batch({"token_ids": token_ids,
-                                              "segment_ids": segment_ids,
-                                              "padding_mask": mask})
+            outputs = model.predict_on_batch(
+                dict(zip(INPUT_NAMES, (token_ids, segment_ids, mask))))
             if len(layers) == 1:        # a one-output Keras model returns the array
                 outputs = [outputs]
             outputs = [np.asarray(o, np.float32) for o in outputs]    # each [B, width, H]

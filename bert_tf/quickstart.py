@@ -26,6 +26,7 @@ import time
 
 from bert_tf.cli import ArgumentParser, DTYPES, check_seq_length, run_main
 from bert_tf.files import atomic_write, read_text, write_json
+from bert_tf.input_names import PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
 
 SENTENCES = (
     "Return the [MASK] of the list.",
@@ -182,9 +183,9 @@ def fill_mask(model, tokenizer, sentences, top_k=5):
                 ids.append(tokenizer.mask_id)
         ids.append(tokenizer.sep_id)
         n = len(ids)
-        out = model({"token_ids": np.array([ids], "int32"),
-                     "segment_ids": np.zeros((1, n), "int32"),
-                     "padding_mask": np.ones((1, n), "int32"),
+        out = model({TOKEN_IDS: np.array([ids], "int32"),
+                     SEGMENT_IDS: np.zeros((1, n), "int32"),
+                     PADDING_MASK: np.ones((1, n), "int32"),
                      "masked_lm_positions": np.array([masks], "int32")})
         probs = _softmax(np.asarray(out["mlm_logits"])[0])
         guesses = []

@@ -15,7 +15,7 @@ the masked-LM and next-sentence fields, all int32 except the weights.
 
 import dataclasses
 
-from bert_tf.input_names import INPUT_NAMES
+from bert_tf.input_names import INPUT_NAMES, PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
 
 SEQ_LENGTH = "max_seq_length"
 PREDICTIONS = "max_predictions_per_seq"
@@ -35,9 +35,9 @@ class Feature:
 
 # In google's order (the order the readers check a record's features in).
 FEATURES = (
-    Feature("input_ids", "token_ids", SEQ_LENGTH, "int"),
-    Feature("input_mask", "padding_mask", SEQ_LENGTH, "int"),
-    Feature("segment_ids", "segment_ids", SEQ_LENGTH, "int"),
+    Feature("input_ids", TOKEN_IDS, SEQ_LENGTH, "int"),
+    Feature("input_mask", PADDING_MASK, SEQ_LENGTH, "int"),
+    Feature("segment_ids", SEGMENT_IDS, SEQ_LENGTH, "int"),
     Feature("masked_lm_positions", "masked_lm_positions", PREDICTIONS, "int"),
     Feature("masked_lm_ids", "masked_lm_ids", PREDICTIONS, "int"),
     Feature("masked_lm_weights", "masked_lm_weights", PREDICTIONS, "float"),

@@ -254,9 +254,9 @@ def evaluate(loop, shards, *, eval_batch_size, max_seq_length, max_predictions_p
                                   damaged=shards.damaged)
     if length_batching == "longest":
         from bert_tf.batching import trim_to_longest
-        inputs = ("token_ids", "segment_ids", "padding_mask")
+        from bert_tf.input_names import INPUT_NAMES
         dataset = dataset.map(lambda b: dict(b, **trim_to_longest(
-            {k: b[k] for k in inputs})))
+            {k: b[k] for k in INPUT_NAMES})))
     try:
         metrics = loop.evaluate(dataset, max_eval_steps)
     except tf.errors.DataLossError as e:
