@@ -66,14 +66,8 @@ def read_checkpoint(path, input_format="auto", bert_config_file=None):
 
 
 def restore(model, checkpoint, allow_missing_heads=False, ignore=()):
-    """Assigns `checkpoint` (a `Checkpoint` or a path) to `model`'s variables, all or nothing.
-
-    allow_missing_heads: a pretrainer may be initialised from an encoder-only checkpoint;
-        the heads keep their initialisation and are listed in the report.
-    ignore: regular expressions of extra checkpoint names to skip (for example a
-        fine-tuning classifier's `output_weights`).
-    Raises CheckpointMismatchError listing every missing, unexpected and mis-shaped tensor.
-    """
+    """`checkpoint_formats.core.restore` (all or nothing; its docstring gives the
+    arguments) of a `Checkpoint` or of a path, read first."""
     if not isinstance(checkpoint, Checkpoint):
         checkpoint = read_checkpoint(checkpoint)
     return core.restore(model, checkpoint, allow_missing_heads=allow_missing_heads,
