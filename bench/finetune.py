@@ -22,7 +22,7 @@ steps, one timed step); rounds alternate between them; the table gives the media
 exactly once (the first
 sentence of every 7th standard-library docstring, random 2-class labels), batch 32, seq up
 to 128, the input pipeline included:
-    ours:     tasks.glue.make_dataset as the CLI builds it (tokenized in tf.data), with
+    ours:     tasks.families.glue.make_dataset as the CLI builds it (tokenized in tf.data), with
               --length_batching sort (the default: examples sorted by length within
               windows of 50 batches, each batch cut to its longest), bucket (tf.data
               length buckets) and off (every batch padded to 128).
@@ -76,7 +76,8 @@ def ours(directory, dtype, batch_size, jit_compile):
 
     from bert_tf.checkpoints import load_encoder
     from bert_tf.task_models import BertClassifier
-    from tasks import driver, glue
+    from tasks import driver
+    from tasks.families import glue
     keras.utils.set_random_seed(0)
     policy = "mixed_bfloat16" if dtype == "bf16" else "float32"
     encoder = load_encoder(directory, dtype=policy)
@@ -144,8 +145,10 @@ def ours_short(directory, batch_size, length_batching):
     from bench.common import short_texts
     from bert_tf.checkpoints import load_encoder
     from bert_tf.tokenization import BertTokenizer
+    from bert_tf.preprocessor import BertPreprocessor
     from bert_tf.task_models import BertClassifier
-    from tasks import driver, glue
+    from tasks import driver
+    from tasks.families import glue
     keras.utils.set_random_seed(0)
     encoder = load_encoder(directory)
     model = BertClassifier(encoder, 2)
@@ -156,7 +159,7 @@ def ours_short(directory, batch_size, length_batching):
     glue.compile_classifier(model, optimizer, 2, "accuracy", jit_compile=False)
     texts = short_texts(NUM_SHORT)
     examples = [glue.Example(str(i), t, None, "ab"[i % 2]) for i, t in enumerate(texts)]
-    preprocessor = glue.TextClassifierPreprocessor(
+    preprocessor = BertPreprocessor(
         BertTokenizer(os.path.join(directory, "vocab.txt")), SEQ)
     # One pass per call: every example exactly once (a repeated bucketed stream would
     # let long examples wait in their buckets past the timed steps).

@@ -33,50 +33,6 @@ def save_task_files(output_dir, task, task_config, bert_config, vocab_file):
         atomic_copy(vocab_file, target)
 
 
-# google-research/bert's run_squad defaults, for span labelers saved from Python.
-SQUAD_DEFAULTS = {"doc_stride": 128, "max_query_length": 64, "n_best_size": 20,
-                  "max_answer_length": 30, "version_2_with_negative": False,
-                  "null_score_diff_threshold": 0.0}
-
-
-def classifier_settings(labels, max_seq_length, do_lower_case=True, text_inputs=("text_a",),
-                        task_name="custom", dropout=None, **extra):
-    """glue_config.json: labels in class-id order (None: regression, one output),
-    text_inputs ("text_a", or "text_a" and "text_b" for pairs), the GLUE task name
-    ("custom" for the user's data) and anything `extra` (custom data's columns)."""
-    regression = labels is None
-    return dict(task="glue", task_name=task_name, labels=None if regression else list(labels),
-                regression=regression, num_classes=1 if regression else len(labels),
-                text_inputs=list(text_inputs), max_seq_length=int(max_seq_length),
-                do_lower_case=bool(do_lower_case), dropout=dropout, **extra)
-
-
-def multiple_choice_settings(num_choices, max_seq_length, do_lower_case=True):
-    """swag_config.json."""
-    return dict(task="swag", num_choices=int(num_choices), max_seq_length=int(max_seq_length),
-                do_lower_case=bool(do_lower_case), text_inputs=["context", "start", "endings"])
-
-
-def token_classifier_settings(labels, max_seq_length, do_lower_case=True, feature_based=False,
-                              feature_layers="concat_last_four", feature_head="linear",
-                              feature_lstm_units=768):
-    """ner_config.json: the tags in class-id order, and the feature-based head's choices
-    (BertTokenClassifier's arguments; a file without them is a run of the defaults)."""
-    return dict(task="ner", labels=list(labels), max_seq_length=int(max_seq_length),
-                do_lower_case=bool(do_lower_case), feature_based=bool(feature_based),
-                feature_layers=str(feature_layers), feature_head=str(feature_head),
-                feature_lstm_units=int(feature_lstm_units))
-
-
-def span_labeler_settings(max_seq_length, do_lower_case=True, **settings):
-    """squad_config.json: windows and decoding (SQUAD_DEFAULTS unless given)."""
-    unknown = set(settings) - set(SQUAD_DEFAULTS)
-    if unknown:
-        raise ValueError(f"unknown span labeler settings: {sorted(unknown)}")
-    return dict(SQUAD_DEFAULTS, task="squad", max_seq_length=int(max_seq_length),
-                do_lower_case=bool(do_lower_case), **settings)
-
-
 def task_config(model, max_seq_length, do_lower_case=True, labels=None, **settings):
     """(task name, TASK_config dict) of a task model: what a run directory records to
     rebuild the model, its preprocessing and its post-processing.
@@ -89,28 +45,13 @@ def task_config(model, max_seq_length, do_lower_case=True, labels=None, **settin
         labels: label names in class-id order (classifier: None for regression;
             token classifier: the tags).
         settings: classifier: `text_inputs` (default ("text_a",); ("text_a", "text_b")
-            for pairs), `task_name`; span labeler: SQUAD_DEFAULTS' keys.
+            for pairs), `task_name`; span labeler: task_models.SQUAD_DEFAULTS' keys.
+            The model's class says what its run keeps (its `settings`).
     """
-    from bert_tf import task_models as tm
-    if isinstance(model, tm.BertClassifier):
-        if (labels is None) != (model.num_classes == 1) or \
-                (labels is not None and len(labels) != model.num_classes):
-            raise ValueError(f"labels: expected {model.num_classes} names (one per class; "
-                             f"None for regression), got {labels!r}")
-        config = classifier_settings(labels, max_seq_length, do_lower_case,
-                                     dropout=model.dropout, **settings)
-    elif isinstance(model, tm.BertMultipleChoice):
-        config = multiple_choice_settings(model.num_choices, max_seq_length, do_lower_case)
-    elif isinstance(model, tm.BertTokenClassifier):
-        if labels is None or len(labels) != model.num_labels:
-            raise ValueError(f"labels: expected {model.num_labels} tag names, got {labels!r}")
-        config = token_classifier_settings(labels, max_seq_length, do_lower_case,
-                                           model.feature_based, model.feature_layers,
-                                           model.feature_head, model.feature_lstm_units)
-    elif isinstance(model, tm.BertSpanLabeler):
-        config = span_labeler_settings(max_seq_length, do_lower_case, **settings)
-    else:
+    from bert_tf.task_models import TASK_MODELS
+    if not isinstance(model, tuple(TASK_MODELS.values())):
         raise ValueError(f"model: expected a bert_tf task model, got {type(model).__name__}")
+    config = model.run_settings(max_seq_length, do_lower_case, labels, **settings)
     return config["task"], config
 
 

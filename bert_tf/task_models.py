@@ -18,7 +18,9 @@ hyperparameters and the head's arguments: `model.save("m.keras")` and
     model.compile(optimizer="adamw", loss={"logits": keras.losses.SparseCategoricalCrossentropy(
         from_logits=True)})
 
-`TASK_MODELS` names the model of each fine-tuning run directory (bert_tf/run_dir.py).
+Each task model declares its run directory (bert_tf/run_dir.py): its name (`TASK`), the
+settings TASK_config.json keeps (`settings`) and how it is rebuilt from them
+(`from_settings`); `@task_model` registers it in `TASK_MODELS` by that name.
 """
 
 import keras
@@ -26,6 +28,9 @@ from keras import ops
 
 from bert_tf.encoder import INPUT_NAMES
 from bert_tf.layers import ScalarMix
+from bert_tf.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS,
+                                 FEATURE_HEADS, FEATURE_LAYERS, FlattenChoices,
+                                 FrozenLastLayers, SpanLogits, encoder_config)
 
 
 def encoder_policy(encoder):
@@ -59,16 +64,23 @@ def _dense(units, encoder, name, **kwargs):
         dtype=encoder_policy(encoder), name=name, **kwargs)
 
 
-def _encoder_config(config):
-    """A get_config dict with its serialized "encoder" rebuilt (for from_config)."""
-    config = dict(config)
-    config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-    return config
-
-
 def _dropout_rate(encoder, dropout):
     """The head's dropout: the encoder's hidden_dropout_prob unless given (google's)."""
     return encoder.bert_config.hidden_dropout_prob if dropout is None else dropout
+
+
+# Run-directory name ("glue", ...) -> the task model class that such a run trains, filled
+# by `task_model` as each class is defined: bert_tf/run_dir.py finds a run's model here.
+TASK_MODELS = {}
+
+
+def task_model(cls):
+    """Class decorator: registers a task model under its run-directory name `cls.TASK`
+    (TASK_config.json's stem). The class declares the rest of its run directory:
+    `settings(...)` (the TASK_config dict, a classmethod), `run_settings(...)` (that of a
+    trained instance) and `from_settings(encoder, settings)` (the model it rebuilds)."""
+    TASK_MODELS[cls.TASK] = cls
+    return cls
 
 
 class _TaskModel(keras.Model):
@@ -90,9 +102,23 @@ class _TaskModel(keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        return cls(**_encoder_config(config))
+        return cls(**encoder_config(config))
+
+    # -- the run directory (bert_tf/run_dir.py) --------------------------------------
+
+    TASK = None         # TASK_config.json's stem
+
+    @classmethod
+    def from_settings(cls, encoder, settings):
+        """The model of a run whose TASK_config dict is `settings`."""
+        raise NotImplementedError
+
+    def run_settings(self, max_seq_length, do_lower_case=True, labels=None, **settings):
+        """The TASK_config dict of this trained model (see run_dir.task_config)."""
+        raise NotImplementedError
 
 
+@task_model
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertClassifier(_TaskModel):
     """Sentence (pair) classification or regression: dropout + dense on the pooled [CLS].
@@ -137,18 +163,35 @@ class BertClassifier(_TaskModel):
         self._finish(encoder, dict(num_classes=num_classes, dropout=dropout,
                                    output_bias=float(output_bias)))
 
+    TASK = "glue"
 
-@keras.saving.register_keras_serializable(package="bert_tf")
-class FlattenChoices(keras.layers.Layer):
-    """[batch, choices, seq] -> [batch * choices, seq] (seq may be unknown)."""
+    @classmethod
+    def settings(cls, labels, max_seq_length, do_lower_case=True, text_inputs=("text_a",),
+                 task_name="custom", dropout=None, **extra):
+        """glue_config.json: labels in class-id order (None: regression, one output),
+        text_inputs ("text_a", or "text_a" and "text_b" for pairs), the GLUE task name
+        ("custom" for the user's data) and anything `extra` (custom data's columns)."""
+        regression = labels is None
+        return dict(task=cls.TASK, task_name=task_name,
+                    labels=None if regression else list(labels),
+                    regression=regression, num_classes=1 if regression else len(labels),
+                    text_inputs=list(text_inputs), max_seq_length=int(max_seq_length),
+                    do_lower_case=bool(do_lower_case), dropout=dropout, **extra)
 
-    def call(self, x):
-        return ops.reshape(x, (-1, ops.shape(x)[-1]))
+    @classmethod
+    def from_settings(cls, encoder, settings):
+        return cls(encoder, settings["num_classes"], settings.get("dropout"))
 
-    def compute_output_shape(self, input_shape):
-        return (None, input_shape[-1])
+    def run_settings(self, max_seq_length, do_lower_case=True, labels=None, **settings):
+        if (labels is None) != (self.num_classes == 1) or \
+                (labels is not None and len(labels) != self.num_classes):
+            raise ValueError(f"labels: expected {self.num_classes} names (one per class; "
+                             f"None for regression), got {labels!r}")
+        return self.settings(labels, max_seq_length, do_lower_case, dropout=self.dropout,
+                             **settings)
 
 
+@task_model
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertMultipleChoice(_TaskModel):
     """Multiple choice (SWAG): the shared encoder reads each choice as one sequence;
@@ -187,85 +230,21 @@ class BertMultipleChoice(_TaskModel):
         super().__init__(inputs, {"logits": logits}, name=name, **kwargs)     # [B, C]
         self._finish(encoder, dict(num_choices=num_choices, dropout=dropout))
 
-
-# The paper's feature-based choices (section 5.3, Table 7): which outputs of a frozen
-# encoder a token head reads, and how several are combined.
-FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
-                  "concat_last_four", "sum_all")
-FEATURE_HEADS = ("linear", "bilstm")
-DEFAULT_FEATURE_LAYERS = "concat_last_four"
-# The paper's "two-layer 768-dimensional BiLSTM", read as 768 hidden units per direction:
-# an LSTM's dimension is its hidden size (Keras' LSTM(768), torch's nn.LSTM(hidden_size=
-# 768)), and a bidirectional one runs two of them, so each position leaves a layer with
-# 2 x 768 values.
-DEFAULT_LSTM_UNITS = 768
-
-
-def feature_layer_indexes(feature_layers, num_hidden_layers):
-    """(indexes, mixed) of a FEATURE_LAYERS choice for an encoder of L layers: indexes
-    into [embedding output, layer 1, ..., layer L]; mixed: the layers are summed with
-    learned weights (ScalarMix), else concatenated. "sum_all" is the paper's "weighted sum
-    of all 12 layers" of BERT-base: the L transformer layers, not the embeddings."""
-    n = num_hidden_layers
-    last_four = tuple(range(n - 3, n + 1))
-    table = {"embeddings": ((0,), False), "second_to_last": ((n - 1,), False),
-             "last": ((n,), False), "sum_last_four": (last_four, True),
-             "concat_last_four": (last_four, False), "sum_all": (tuple(range(1, n + 1)), True)}
-    if feature_layers not in table:
-        raise ValueError(f"feature_layers must be one of {', '.join(FEATURE_LAYERS)}; "
-                         f"got {feature_layers!r}")
-    indexes, mixed = table[feature_layers]
-    needed = {"second_to_last": 2, "sum_last_four": 4, "concat_last_four": 4}
-    if n < needed.get(feature_layers, 1):
-        raise ValueError(f"feature_layers={feature_layers} needs an encoder of >= "
-                         f"{needed[feature_layers]} layers; this one has {n}")
-    return indexes, mixed
-
-
-@keras.saving.register_keras_serializable(package="bert_tf")
-class FrozenLastLayers(keras.layers.Layer):
-    """A frozen encoder's outputs that `feature_layers` (FEATURE_LAYERS) chooses: one
-    layer [B, S, H]; the last four concatenated [B, S, 4H]; the layers of a weighted sum
-    stacked [B, S, n, H] (ScalarMix sums them).
-
-    The encoder always runs in inference mode. (A `training=False` written into a
-    functional graph is overridden by the outer call's value; this layer's call takes no
-    `training` argument, so the outer value never reaches the encoder.) The class keeps
-    the name it had when it read only the last four layers: Keras files address a layer's
-    weights by its class name, and this one holds the encoder's.
-    """
-
-    def __init__(self, encoder, feature_layers=DEFAULT_FEATURE_LAYERS, **kwargs):
-        super().__init__(**kwargs)
-        self.indexes, self.mixed = feature_layer_indexes(
-            feature_layers, encoder.bert_config.num_hidden_layers)
-        self.encoder = encoder
-        self.feature_layers = feature_layers
-        self.encoder.trainable = False
-
-    def call(self, inputs):
-        out = self.encoder(inputs, training=False)
-        hidden = [out["embedding_output"]] + list(out["encoder_outputs"])  # L + 1 x [B, S, H]
-        chosen = [hidden[i] for i in self.indexes]
-        if self.mixed:
-            return ops.stack(chosen, axis=-2)                               # [B, S, n, H]
-        return chosen[0] if len(chosen) == 1 else ops.concatenate(chosen, axis=-1)
-
-    @property
-    def row_shape(self):
-        """One row's output shape: (None, D), or (None, n, H) for a weighted sum."""
-        n, hidden = len(self.indexes), self.encoder.bert_config.hidden_size
-        return (None, n, hidden) if self.mixed else (None, n * hidden)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(encoder=keras.saving.serialize_keras_object(self.encoder),
-                      feature_layers=self.feature_layers)
-        return config
+    TASK = "swag"
 
     @classmethod
-    def from_config(cls, config):
-        return cls(**_encoder_config(config))
+    def settings(cls, num_choices, max_seq_length, do_lower_case=True):
+        """swag_config.json."""
+        return dict(task=cls.TASK, num_choices=int(num_choices),
+                    max_seq_length=int(max_seq_length), do_lower_case=bool(do_lower_case),
+                    text_inputs=["context", "start", "endings"])
+
+    @classmethod
+    def from_settings(cls, encoder, settings):
+        return cls(encoder, settings["num_choices"])
+
+    def run_settings(self, max_seq_length, do_lower_case=True, labels=None, **settings):
+        return self.settings(self.num_choices, max_seq_length, do_lower_case)
 
 
 def _token_head(encoder, num_labels, mixed, feature_head, lstm_units, dropout):
@@ -298,6 +277,7 @@ def _run_head(layers, features, padding_mask):
     return features
 
 
+@task_model
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertTokenClassifier(_TaskModel):
     """Token classification (NER): dropout + dense(num_labels) on every position; or,
@@ -371,6 +351,33 @@ class BertTokenClassifier(_TaskModel):
                                    feature_head=feature_head,
                                    feature_lstm_units=int(feature_lstm_units)))
 
+    TASK = "ner"
+
+    @classmethod
+    def settings(cls, labels, max_seq_length, do_lower_case=True, feature_based=False,
+                 feature_layers=DEFAULT_FEATURE_LAYERS, feature_head="linear",
+                 feature_lstm_units=DEFAULT_LSTM_UNITS):
+        """ner_config.json: the tags in class-id order, and the feature-based head's
+        choices (the constructor's arguments; a file without them is a run of the
+        defaults)."""
+        return dict(task=cls.TASK, labels=list(labels), max_seq_length=int(max_seq_length),
+                    do_lower_case=bool(do_lower_case), feature_based=bool(feature_based),
+                    feature_layers=str(feature_layers), feature_head=str(feature_head),
+                    feature_lstm_units=int(feature_lstm_units))
+
+    @classmethod
+    def from_settings(cls, encoder, settings):
+        return cls(encoder, len(settings["labels"]), settings.get("feature_based", False),
+                   feature_layers=settings.get("feature_layers", DEFAULT_FEATURE_LAYERS),
+                   feature_head=settings.get("feature_head", "linear"),
+                   feature_lstm_units=settings.get("feature_lstm_units", DEFAULT_LSTM_UNITS))
+
+    def run_settings(self, max_seq_length, do_lower_case=True, labels=None, **settings):
+        if labels is None or len(labels) != self.num_labels:
+            raise ValueError(f"labels: expected {self.num_labels} tag names, got {labels!r}")
+        return self.settings(labels, max_seq_length, do_lower_case, self.feature_based,
+                             self.feature_layers, self.feature_head, self.feature_lstm_units)
+
     def feature_head_model(self):
         """The head alone, a Keras model sharing this model's layers (training it trains
         this model): {"features": what the frozen encoder gives (FrozenLastLayers' output,
@@ -390,31 +397,7 @@ class BertTokenClassifier(_TaskModel):
         return keras.Model(inputs, {"logits": logits}, name=f"{self.name}_head")
 
 
-@keras.saving.register_keras_serializable(package="bert_tf")
-class SpanLogits(keras.layers.Layer):
-    """Dense(2) on every position -> start and end logits [batch, seq], float32 (google's
-    cls/squad/output_weights: one vector each for start and end)."""
-
-    def __init__(self, initializer_range=0.02, **kwargs):
-        super().__init__(**kwargs)
-        self.initializer_range = initializer_range
-        self.dense = keras.layers.Dense(
-            2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
-            dtype=self.dtype_policy, name="logits")
-
-    def build(self, input_shape):
-        self.dense.build(input_shape)
-
-    def call(self, sequence_output):
-        logits = ops.cast(self.dense(sequence_output), "float32")          # [B, S, 2]
-        return logits[..., 0], logits[..., 1]
-
-    def get_config(self):
-        config = super().get_config()
-        config["initializer_range"] = self.initializer_range
-        return config
-
-
+@task_model
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertSpanLabeler(_TaskModel):
     """Extractive question answering (SQuAD): start and end logits at every position.
@@ -449,20 +432,29 @@ class BertSpanLabeler(_TaskModel):
         super().__init__(inputs, outputs, name=name, **kwargs)
         self._finish(encoder, {})
 
+    TASK = "squad"
 
-# The model of each fine-tuning task, built from the encoder and the task's saved
-# settings (TASK_config.json of a run directory; bert_tf/run_dir.py).
-TASK_MODELS = {
-    "glue": lambda encoder, config: BertClassifier(
-        encoder, config["num_classes"], config.get("dropout")),
-    "swag": lambda encoder, config: BertMultipleChoice(encoder, config["num_choices"]),
-    "ner": lambda encoder, config: BertTokenClassifier(
-        encoder, len(config["labels"]), config.get("feature_based", False),
-        feature_layers=config.get("feature_layers", DEFAULT_FEATURE_LAYERS),
-        feature_head=config.get("feature_head", "linear"),
-        feature_lstm_units=config.get("feature_lstm_units", DEFAULT_LSTM_UNITS)),
-    "squad": lambda encoder, config: BertSpanLabeler(encoder),
-}
+    @classmethod
+    def settings(cls, max_seq_length, do_lower_case=True, **settings):
+        """squad_config.json: windows and decoding (SQUAD_DEFAULTS unless given)."""
+        unknown = set(settings) - set(SQUAD_DEFAULTS)
+        if unknown:
+            raise ValueError(f"unknown span labeler settings: {sorted(unknown)}")
+        return dict(SQUAD_DEFAULTS, task=cls.TASK, max_seq_length=int(max_seq_length),
+                    do_lower_case=bool(do_lower_case), **settings)
+
+    @classmethod
+    def from_settings(cls, encoder, settings):
+        return cls(encoder)
+
+    def run_settings(self, max_seq_length, do_lower_case=True, labels=None, **settings):
+        return self.settings(max_seq_length, do_lower_case, **settings)
+
+
+# google-research/bert's run_squad defaults: a span labeler's settings unless given.
+SQUAD_DEFAULTS = {"doc_stride": 128, "max_query_length": 64, "n_best_size": 20,
+                  "max_answer_length": 30, "version_2_with_negative": False,
+                  "null_score_diff_threshold": 0.0}
 
 
 def build_task_model(task, encoder, config):
@@ -470,7 +462,7 @@ def build_task_model(task, encoder, config):
     the settings `config` (a run's TASK_config dict)."""
     if task not in TASK_MODELS:
         raise ValueError(f"unknown task {task!r}; expected one of {sorted(TASK_MODELS)}")
-    return TASK_MODELS[task](encoder, config)
+    return TASK_MODELS[task].from_settings(encoder, config)
 
 
 __all__ = ["BertClassifier", "BertMultipleChoice", "BertTokenClassifier", "BertSpanLabeler",

@@ -1,5 +1,5 @@
-"""NerModule: raw text -> named entities, computed in the graph the way tasks/ner.py does
-in Python (split_words, create_features, word_tags, entities):
+"""NerModule: raw text -> named entities, computed in the graph the way
+tasks/families/ner.py does in Python (split_words, create_features, word_tags, entities):
 
 1. words as google's BasicTokenizer cuts them (bert_tf.words: whitespace, and every
    punctuation character and CJK ideograph a word of its own), with their offsets;
@@ -23,7 +23,7 @@ from bert_tf import words
 from bert_tf.batching import run_by_length
 from export import text_offsets
 from export.limits import MAX_TEXT_BYTES
-from export.serving import ServingModule, _float32
+from export.serving import ServingModule, float32
 
 
 def chunk_tables(labels):
@@ -90,8 +90,14 @@ class NerModule(ServingModule):
         self.separators = words.separators()
         self.single_ranges = words.single_character_ranges()
 
+    @classmethod
+    def from_run(cls, model, tokenizer, max_seq_length, settings,
+                 max_text_bytes=MAX_TEXT_BYTES):
+        """ner_config.json's tags."""
+        return cls(model, tokenizer, max_seq_length, settings["labels"], max_text_bytes)
+
     def outputs_from_tokens(self, features):
-        logits = _float32(self.model(features, training=False)["logits"])  # [batch, seq, K]
+        logits = float32(self.model(features, training=False)["logits"])  # [batch, seq, K]
         label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
         return {"logits": logits, "label_id": label_id,
                 "label": tf.gather(self.label_names, label_id)}
@@ -118,7 +124,7 @@ class NerModule(ServingModule):
             pieces.flat_values,
             tf.concat([[0], tf.gather(piece_splits, part_end)], 0), validate=False))
         logits = run_by_length(
-            lambda f: {"logits": _float32(self.model(f, training=False)["logits"])},
+            lambda f: {"logits": float32(self.model(f, training=False)["logits"])},
             packed, per_token=("logits",))["logits"]                      # [P, seq, K]
 
         # Each word's tag: the argmax at its first piece.
@@ -152,7 +158,7 @@ class NerModule(ServingModule):
 
     @staticmethod
     def _parts(piece_splits, word_splits, room):
-        """Greedy parts of every text, as tasks.ner.create_features cuts them: from the
+        """Greedy parts of every text, as tasks.families.ner.create_features cuts them: from the
         first word on, as many whole words as fit in `room` pieces (a word never has more).
         Returns (first word, end word) int64 [P] (global indexes, end exclusive), in
         order. Texts without words get no part."""

@@ -12,7 +12,8 @@ directory can be moved and served as is:
 Tasks: pretraining (fill_mask) and embeddings from a pretrained checkpoint;
 classification, swag, ner and squad from the --output_dir of a fine-tuning run
 (tasks/glue.py, swag.py, ner.py, squad.py), which holds TASK_config.json,
-bert_config.json, vocab.txt and the weights:
+bert_config.json, vocab.txt and the weights; the run's task family (tasks/families/)
+names its serving module, which its `from_run` builds from the run's settings:
 
     python -m export.saved_model --task classification --checkpoint_dir runs/mrpc \\
         --output_dir models/mrpc
@@ -29,9 +30,12 @@ import uuid
 from bert_tf.cli import ArgumentParser, DTYPES, boolean, run_main
 from export.limits import MAX_TEXT_BYTES
 
-TASKS = ("pretraining", "embeddings", "classification", "swag", "ner", "squad")
-# --task -> the fine-tuning task whose run directory it exports.
-FINE_TUNED = {"classification": "glue", "swag": "swag", "ner": "ner", "squad": "squad"}
+# From a pretrained checkpoint.
+PRETRAINED = ("pretraining", "embeddings")
+# --task's choices: the pretrained ones, then the task families' export names (written
+# here so that --help needs no TensorFlow; tests/test_driver.py holds them equal to
+# tasks.families.FAMILIES).
+TASKS = PRETRAINED + ("classification", "swag", "ner", "squad")
 
 
 def next_version(output_dir):
@@ -48,7 +52,7 @@ def build_module(task, checkpoint_dir, vocab_file=None, do_lower_case=True,
     run's output directory for the fine-tuned tasks). max_seq_length None: the run's own
     (128 for the pretrained tasks). max_text_bytes: the longest text a request may send
     (export/limits.py)."""
-    if task in FINE_TUNED:
+    if task not in PRETRAINED:
         return build_task_module(task, checkpoint_dir, max_seq_length, dtype,
                                  max_text_bytes)
     from bert_tf.checkpoints import load_encoder, load_pretrainer
@@ -57,8 +61,6 @@ def build_module(task, checkpoint_dir, vocab_file=None, do_lower_case=True,
     policy = DTYPES[dtype]
     max_seq_length = max_seq_length or 128
     tokenizer = BertTokenizer(vocab_file, do_lower_case=do_lower_case)
-    if task not in ("pretraining", "embeddings"):
-        raise ValueError(f"--task must be one of {TASKS}, got {task!r}")
     model = load_pretrainer(checkpoint_dir, dtype=policy) if task == "pretraining" else \
         load_encoder(checkpoint_dir, dtype=policy)
     config = (model.encoder if task == "pretraining" else model).bert_config
@@ -73,26 +75,36 @@ def build_module(task, checkpoint_dir, vocab_file=None, do_lower_case=True,
     return EmbeddingsModule(model, tokenizer, max_seq_length, max_text_bytes)
 
 
+def task_family(task):
+    """The task family (a tasks.task.Task class) that --task `task` exports."""
+    from tasks.families import FAMILIES
+    if task not in FAMILIES:
+        raise ValueError(f"--task must be one of {PRETRAINED + tuple(FAMILIES)}, got "
+                         f"{task!r}")
+    return FAMILIES[task]
+
+
 def load_task_model(task, run_dir, dtype="float32"):
     """(Keras model, TASK_config dict, BertTokenizer) of a fine-tuning run directory."""
     from bert_tf.run_dir import load_task_model as load
+    name = task_family(task).model_class.TASK       # the run directory's (and command's)
     if not os.path.isdir(run_dir):
         raise FileNotFoundError(f"--checkpoint_dir {run_dir}: not a directory (pass the "
-                                f"--output_dir of a tasks.{FINE_TUNED[task]} run)")
+                                f"--output_dir of a tasks.{name} run)")
     # Checked here, not left to bert_tf.run_dir: its hint names the training command's
     # --output_dir, and this command's flag for the run directory is --checkpoint_dir.
-    config = os.path.join(run_dir, f"{FINE_TUNED[task]}_config.json")
+    config = os.path.join(run_dir, f"{name}_config.json")
     if not os.path.isfile(config):
         raise FileNotFoundError(f"{config}: not found (point --checkpoint_dir at the "
-                                f"--output_dir of a tasks.{FINE_TUNED[task]} run trained "
+                                f"--output_dir of a tasks.{name} run trained "
                                 f"with --do_train)")
-    return load(run_dir, FINE_TUNED[task], dtype=DTYPES[dtype])
+    return load(run_dir, name, dtype=DTYPES[dtype])
 
 
 def build_task_module(task, run_dir, max_seq_length=None, dtype="float32",
                       max_text_bytes=MAX_TEXT_BYTES):
-    """The serving module of a fine-tuned task from its run directory."""
-    from export import serving
+    """The serving module of a fine-tuned task from its run directory: the family's
+    serving module, built from the run's model, tokenizer and settings."""
     model, config, tokenizer = load_task_model(task, run_dir, dtype)
     length = max_seq_length or config["max_seq_length"]
     from bert_tf.config import BertConfig
@@ -101,24 +113,8 @@ def build_task_module(task, run_dir, max_seq_length=None, dtype="float32",
     if not 3 <= length <= positions:
         raise ValueError(f"--max_seq_length {length}: must be in [3, {positions}] (the "
                          f"model's max_position_embeddings)")
-    if task == "classification":
-        return serving.ClassifierModule(model, tokenizer, length,
-                                        None if config["regression"] else config["labels"],
-                                        config["text_inputs"], max_text_bytes)
-    if task == "swag":
-        return serving.MultipleChoiceModule(model, tokenizer, length, config["num_choices"],
-                                            max_text_bytes)
-    if task == "ner":
-        from export.ner import NerModule
-        return NerModule(model, tokenizer, length, config["labels"], max_text_bytes)
-    from export.squad import SquadModule
-    return SquadModule(model, tokenizer, length, doc_stride=config["doc_stride"],
-                       max_query_length=config["max_query_length"],
-                       n_best_size=config["n_best_size"],
-                       max_answer_length=config["max_answer_length"],
-                       version_2_with_negative=config["version_2_with_negative"],
-                       null_score_diff_threshold=config["null_score_diff_threshold"],
-                       max_text_bytes=max_text_bytes)
+    return task_family(task).serving_module.from_run(model, tokenizer, length, config,
+                                                     max_text_bytes)
 
 
 def claim_version(tmp, output_dir):
@@ -193,7 +189,7 @@ def main(argv=None):
 def run(args):
     """Builds the module of the flags and exports it; returns the version directory."""
     from bert_tf.checkpoints import vocab_beside
-    vocab = None if args.task in FINE_TUNED else \
+    vocab = None if args.task not in PRETRAINED else \
         vocab_beside(args.checkpoint_dir, args.vocab_file, "--checkpoint_dir")
     module = build_module(args.task, args.checkpoint_dir, vocab, args.do_lower_case,
                           args.max_seq_length, args.dtype, args.top_k, args.max_text_bytes)

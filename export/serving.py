@@ -21,7 +21,7 @@ serve_tokenized runs on what it is given.
 import tensorflow as tf
 
 from bert_tf.batching import run_by_length
-from bert_tf.packing import BertPacker
+from bert_tf.preprocessor import BertPreprocessor
 from export.limits import MAX_TEXT_BYTES
 
 TOKENIZED_SPEC = {name: tf.TensorSpec([None, None], tf.int32, name=name)
@@ -48,8 +48,8 @@ class ServingModule(tf.Module):
         # (keras.export.ExportArchive does the same).
         self._hidden = _Untracked(model)
         self.model_variables = [v.value for v in model.variables]
-        self.tokenizer = tokenizer
-        self.packer = BertPacker.from_tokenizer(tokenizer, max_seq_length)
+        # Training's preprocessing step (bert_tf/preprocessor.py): the same inputs.
+        self.preprocessor = BertPreprocessor(tokenizer, max_seq_length)
         self.max_seq_length = tf.constant(max_seq_length, name="max_seq_length")
         # A variable, so the export holds it (`tf.saved_model.load(path).max_text_bytes`)
         # and the signatures' check reads that one value.
@@ -60,20 +60,34 @@ class ServingModule(tf.Module):
         self._type_vocab_size = int(config.type_vocab_size)
         self._positions = int(config.max_position_embeddings)
 
+    @classmethod
+    def from_run(cls, model, tokenizer, max_seq_length, settings,
+                 max_text_bytes=MAX_TEXT_BYTES):
+        """The module of a fine-tuning run: its model and tokenizer
+        (bert_tf.load_task_model), and what it needs of the run's settings (its
+        TASK_config dict). A module whose constructor takes settings overrides it."""
+        return cls(model, tokenizer, max_seq_length, max_text_bytes=max_text_bytes)
+
     @property
     def model(self):
         return self._hidden.value
+
+    @property
+    def tokenizer(self):
+        return self.preprocessor.tokenizer
+
+    @property
+    def packer(self):
+        return self.preprocessor.packer
 
     # -- text -> features --------------------------------------------------------------
 
     def features_from_text(self, **texts):
         """Single text or pair -> packed int32 [batch, max_seq_length] features."""
         names = self.TEXT_INPUTS
-        segment_a = self.tokenizer(texts[names[0]])
-        segment_b = self.tokenizer(texts[names[1]]) if len(names) > 1 else None
-        if segment_b is not None:
+        if len(names) > 1:
             check_same_batch(texts, names)
-        return self.packer(segment_a, segment_b)
+        return self.preprocessor(*(texts[name] for name in names))
 
     # Outputs with a token axis (the last axis of the features), padded back to
     # max_seq_length by the text signatures.
@@ -281,7 +295,7 @@ def _kwargs(fn, names):
     return flat.get_concrete_function()
 
 
-def _float32(x):
+def float32(x):
     return tf.cast(x, tf.float32)
 
 
@@ -296,9 +310,9 @@ class EmbeddingsModule(ServingModule):
     def outputs_from_tokens(self, features):
         out = self.model(features, training=False)
         mask = tf.cast(features["padding_mask"], tf.float32)[:, :, None]
-        sequence = _float32(out["sequence_output"]) * mask             # [batch, seq, H]
+        sequence = float32(out["sequence_output"]) * mask             # [batch, seq, H]
         mean = tf.reduce_sum(sequence, 1) / tf.maximum(tf.reduce_sum(mask, 1), 1.0)
-        return {"pooled_output": _float32(out["pooled_output"]),
+        return {"pooled_output": float32(out["pooled_output"]),
                 "sequence_output": sequence, "mean_pooled": mean,
                 "padding_mask": features["padding_mask"]}
 
@@ -345,7 +359,7 @@ class FillMaskModule(ServingModule):
             default_value=-1, shape=[None, self.max_masks])            # [batch, max_masks]
         inputs = dict(features, masked_lm_positions=tf.maximum(positions, 0))
         logits = self.model(inputs, training=False)["mlm_logits"]      # [batch, m, vocab]
-        probs = tf.nn.softmax(_float32(logits))
+        probs = tf.nn.softmax(float32(logits))
         scores, ids = tf.math.top_k(probs, k=self.top_k)               # [batch, m, k]
         valid = positions[:, :, None] >= 0
         return {"tokens": tf.where(valid, self.tokenizer.id_to_token(ids), ""),
@@ -368,11 +382,19 @@ class ClassifierModule(ServingModule):
         if not self.regression:
             self.label_names = tf.constant(list(labels))               # [K]
 
+    @classmethod
+    def from_run(cls, model, tokenizer, max_seq_length, settings,
+                 max_text_bytes=MAX_TEXT_BYTES):
+        """glue_config.json's labels (none for regression) and text inputs."""
+        return cls(model, tokenizer, max_seq_length,
+                   None if settings["regression"] else settings["labels"],
+                   settings["text_inputs"], max_text_bytes)
+
     def outputs_from_tokens(self, features):
         out = self.model(features, training=False)
         if self.regression:
-            return {"score": _float32(out["score"])}
-        probabilities = tf.nn.softmax(_float32(out["logits"]))         # [batch, K]
+            return {"score": float32(out["score"])}
+        probabilities = tf.nn.softmax(float32(out["logits"]))         # [batch, K]
         label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
         return {"probabilities": probabilities, "label_id": label_id,
                 "label": tf.gather(self.label_names, label_id)}
@@ -394,6 +416,12 @@ class MultipleChoiceModule(ServingModule):
         super().__init__(model, tokenizer, max_seq_length, max_text_bytes, name=name)
         self.num_choices = num_choices
 
+    @classmethod
+    def from_run(cls, model, tokenizer, max_seq_length, settings,
+                 max_text_bytes=MAX_TEXT_BYTES):
+        """swag_config.json's number of choices."""
+        return cls(model, tokenizer, max_seq_length, settings["num_choices"], max_text_bytes)
+
     def text_spec(self):
         return {"context": tf.TensorSpec([None], tf.string, name="context"),
                 "endings": tf.TensorSpec([None, self.num_choices], tf.string,
@@ -411,14 +439,10 @@ class MultipleChoiceModule(ServingModule):
         check_same_batch({"context": context, "endings": endings}, ("context", "endings"))
         tf.debugging.assert_equal(tf.shape(endings)[1], self.num_choices, message=(
             f"endings must be [batch, {self.num_choices}]: one row of endings per context"))
-        c, length = self.num_choices, self.packer.seq_length
-        first = self.tokenizer(tf.repeat(context, c))                  # [batch * C, (a)]
-        second = self.tokenizer(tf.reshape(endings, [-1]))             # [batch * C, (b)]
-        packed = self.packer(first, second)                            # [batch * C, seq]
-        return {k: tf.reshape(v, [-1, c, length]) for k, v in packed.items()}
+        return self.preprocessor.choices(context, endings)             # [batch, C, seq]
 
     def outputs_from_tokens(self, features):
-        logits = _float32(self.model(features, training=False)["logits"])  # [batch, C]
+        logits = float32(self.model(features, training=False)["logits"])  # [batch, C]
         probabilities = tf.nn.softmax(logits)
         return {"probabilities": probabilities,
                 "choice": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}

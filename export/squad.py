@@ -1,5 +1,5 @@
 """SquadModule: question + context -> answer, computed in the graph with the rules of
-tasks/squad.py (features) and tasks/squad_postprocess.py (decoding):
+tasks/families/squad.py (features) and tasks/squad_postprocess.py (decoding):
 
 1. the question's pieces, cut at max_query_length; the context split on run_squad's
    whitespace, each word tokenized alone with its offsets;
@@ -26,7 +26,7 @@ import tensorflow as tf
 from bert_tf.batching import run_by_length
 from export import text_offsets
 from export.limits import MAX_TEXT_BYTES
-from export.serving import ServingModule, _float32, check_same_batch
+from export.serving import ServingModule, float32, check_same_batch
 
 
 def _gather_or(params, indices, valid, default):
@@ -60,10 +60,20 @@ class SquadModule(ServingModule):
         self.null_score_diff_threshold = float(null_score_diff_threshold)
         self.whitespace = text_offsets.SQUAD_WHITESPACE
 
+    # squad_config.json's window and decoding settings (the constructor's arguments).
+    SETTINGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
+                "version_2_with_negative", "null_score_diff_threshold")
+
+    @classmethod
+    def from_run(cls, model, tokenizer, max_seq_length, settings,
+                 max_text_bytes=MAX_TEXT_BYTES):
+        return cls(model, tokenizer, max_seq_length, max_text_bytes=max_text_bytes,
+                   **{key: settings[key] for key in cls.SETTINGS})
+
     def outputs_from_tokens(self, features):
         out = self.model(features, training=False)
-        return {"start_logits": _float32(out["start_logits"]),
-                "end_logits": _float32(out["end_logits"])}
+        return {"start_logits": float32(out["start_logits"]),
+                "end_logits": float32(out["end_logits"])}
 
     # -- text -> windows ----------------------------------------------------------------
 
@@ -206,10 +216,10 @@ class SquadModule(ServingModule):
             impossible = diff > self.null_score_diff_threshold
             score = tf.where(impossible, null, score)
             outputs["is_impossible"] = impossible
-            outputs["null_score_diff"] = _float32(diff)
+            outputs["null_score_diff"] = float32(diff)
         outputs.update(
             answer=tf.where(impossible, "", answer),
-            score=_float32(score),
+            score=float32(score),
             start_char=tf.cast(tf.where(impossible, tf.constant(-1, tf.int64), start_char),
                                tf.int32),
             end_char=tf.cast(tf.where(impossible, tf.constant(-1, tf.int64), end_char),

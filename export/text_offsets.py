@@ -2,14 +2,15 @@
 signatures: NER entities and SQuAD answers point back into the text they were given).
 
 Offsets out of the signatures are *character* offsets (Unicode code points, end
-exclusive), as Python's `text[start:end]` counts them, so they equal what tasks/ner.py and
-tasks/squad_postprocess.py compute in Python. Invalid UTF-8 bytes count as one character
-per invalid sequence (U+FFFD, the replacement Python's `decode(errors="replace")` makes).
+exclusive), as Python's `text[start:end]` counts them, so they equal what
+tasks/families/ner.py and tasks/squad_postprocess.py compute in Python. Invalid UTF-8
+bytes count as one character per invalid sequence (U+FFFD, the replacement Python's
+`decode(errors="replace")` makes).
 """
 
 import tensorflow as tf
 
-# run_squad.py's whitespace (tasks/squad.py splits contexts on the same set).
+# run_squad.py's whitespace (tasks/families/squad.py splits contexts on the same set).
 SQUAD_WHITESPACE = " \t\r\n\u202f"
 
 

@@ -3,53 +3,87 @@ and `run`, which turns parsed flags into a task's config and runs tasks/driver.p
 """
 
 import argparse
+import dataclasses
 
 from bert_tf.cli import ArgumentParser, DTYPES, boolean, run_main
 
 
-def add_common_flags(parser):
-    """google-research/bert's fine-tuning flags (run_classifier.py / run_squad.py names)."""
-    f = parser.add_argument
-    f("--init_checkpoint", default=None,
-      help="pretrained weights: google TF1 (bert_model.ckpt), HF directory, or .keras; "
-           "or a released checkpoint's name (uncased_L-12_H-768_A-12, bert-base-cased, "
-           "...: bert_tf/registry.py), downloaded once into $BERT_TF_CACHE; "
-           "omitted = random initialisation (for comparisons)")
-    f("--bert_config_file", default=None,
-      help="config JSON; default: the one beside --init_checkpoint")
-    f("--vocab_file", default=None, help="vocab.txt; default: the one beside --init_checkpoint")
-    boolean(parser, "--do_lower_case", default=True)
-    f("--output_dir", required=True, help="checkpoints, logs, predictions, eval results")
-    f("--max_seq_length", type=int, default=128)
-    boolean(parser, "--do_train")
-    boolean(parser, "--do_eval")
-    boolean(parser, "--do_predict")
-    f("--train_batch_size", type=int, default=32)
-    f("--eval_batch_size", type=int, default=8)
-    f("--predict_batch_size", type=int, default=8)
-    f("--learning_rate", type=float, default=5e-5)
-    f("--num_train_epochs", type=float, default=3.0)
-    f("--warmup_proportion", type=float, default=0.1)
-    f("--weight_decay", type=float, default=0.01)
-    f("--mixed_precision", default="float32", choices=tuple(DTYPES))
-    f("--strategy", default="auto",
-      choices=("auto", "one_device", "mirrored", "multi_worker", "tpu"))
-    f("--cpu_devices", type=int, default=0,
-      help="split the CPU into N logical devices (mirrored strategy without accelerators)")
-    f("--tpu", default=None)
-    f("--seed", type=int, default=12345)
-    f("--save_checkpoints_steps", type=int, default=1000,
-      help="save the resumable training state (OUTPUT_DIR/resume/, also after every "
-           "epoch and on SIGTERM/SIGINT) every N steps; running the same command again "
-           "continues from it")
-    f("--length_batching", default="sort", choices=("sort", "bucket", "longest", "off"),
-      help="sort: training examples sorted by length within windows of 50 batches, "
-           "every batch cut to its longest sequence (a multiple of 8), batches shuffled "
-           "(HF's group_by_length); bucket: tf.data length buckets instead; longest: "
-           "batches keep their order, each cut to its longest; off: every batch padded "
-           "to --max_seq_length (google's). Evaluation and prediction keep their order "
-           "(sort and bucket act as longest there). See bert_tf/batching.py")
+# The help texts of google-research/bert's fine-tuning flags (run_classifier.py /
+# run_squad.py names), in --help's order. Defaults and types are FineTuneConfig's fields
+# (tasks/driver.py): written once, there.
+COMMON_FLAGS = {
+    "init_checkpoint": dict(help=(
+        "pretrained weights: google TF1 (bert_model.ckpt), HF directory, or .keras; "
+        "or a released checkpoint's name (uncased_L-12_H-768_A-12, bert-base-cased, "
+        "...: bert_tf/registry.py), downloaded once into $BERT_TF_CACHE; "
+        "omitted = random initialisation (for comparisons)")),
+    "bert_config_file": dict(help="config JSON; default: the one beside --init_checkpoint"),
+    "vocab_file": dict(help="vocab.txt; default: the one beside --init_checkpoint"),
+    "do_lower_case": {},
+    "output_dir": dict(required=True, help="checkpoints, logs, predictions, eval results"),
+    "max_seq_length": {},
+    "do_train": {},
+    "do_eval": {},
+    "do_predict": {},
+    "train_batch_size": {},
+    "eval_batch_size": {},
+    "predict_batch_size": {},
+    "learning_rate": {},
+    "num_train_epochs": {},
+    "warmup_proportion": {},
+    "weight_decay": {},
+    "mixed_precision": dict(choices=tuple(DTYPES)),
+    "strategy": dict(choices=("auto", "one_device", "mirrored", "multi_worker", "tpu")),
+    "cpu_devices": dict(
+        help="split the CPU into N logical devices (mirrored strategy without accelerators)"),
+    "tpu": {},
+    "seed": {},
+    "save_checkpoints_steps": dict(help=(
+        "save the resumable training state (OUTPUT_DIR/resume/, also after every "
+        "epoch and on SIGTERM/SIGINT) every N steps; running the same command again "
+        "continues from it")),
+    "length_batching": dict(choices=("sort", "bucket", "longest", "off"), help=(
+        "sort: training examples sorted by length within windows of 50 batches, "
+        "every batch cut to its longest sequence (a multiple of 8), batches shuffled "
+        "(HF's group_by_length); bucket: tf.data length buckets instead; longest: "
+        "batches keep their order, each cut to its longest; off: every batch padded "
+        "to --max_seq_length (google's). Evaluation and prediction keep their order "
+        "(sort and bucket act as longest there). See bert_tf/batching.py")),
+}
+
+
+# --jit_compile, for the tasks that offer it (after their own flags in --help).
+JIT_COMPILE_FLAG = {"jit_compile": dict(help=(
+    "XLA-compile the train/eval steps (compiling takes a minute or more; on "
+    "CPU the steps measured slower with it: docs/benchmarks.md, Fine-tuning)"))}
+
+
+def add_config_flags(parser, config_class, flags):
+    """One flag per entry of `flags` ({field name: add_argument options such as help,
+    choices, required}), its default and type taken from config_class's field of that
+    name: a bool field is a `boolean` flag, an int or float field parses as one, any
+    other takes the string as given."""
+    fields = {field.name: field for field in dataclasses.fields(config_class)}
+    for name, options in flags.items():
+        field = fields[name]
+        options = dict(options)
+        if not options.get("required"):
+            options["default"] = field.default
+        if field.type is bool:
+            boolean(parser, f"--{name}", **options)
+        else:
+            if field.type in (int, float):
+                options["type"] = field.type
+            parser.add_argument(f"--{name}", **options)
     return parser
+
+
+def add_common_flags(parser, config_class=None):
+    """google-research/bert's fine-tuning flags (run_classifier.py / run_squad.py names),
+    their defaults config_class's (a FineTuneConfig subclass; a task may change one, as
+    NER and SQuAD leave max_seq_length unset: the trained run's)."""
+    from tasks.driver import FineTuneConfig
+    return add_config_flags(parser, config_class or FineTuneConfig, COMMON_FLAGS)
 
 
 def parser(description):
@@ -60,7 +94,7 @@ def parser(description):
 def run(task, config_class, args):
     """`python -m tasks.<name>`: the task run on the config of parsed flags, with the
     commands' exit convention (bert_tf/cli.py)."""
-    from bert_tf.pretraining.trainer import Interrupted
+    from bert_tf.training_plumbing import Interrupted
     from tasks import driver
 
     def run_task(a):

@@ -1,20 +1,24 @@
 """The fine-tuning driver: one run of any task, from its settings to its results files.
 
-    results = driver.run(GlueTask(), GlueConfig(output_dir="runs/mrpc", do_train=True, ...))
+    results = driver.run(ClassificationTask(),
+                         ClassificationConfig(output_dir="runs/mrpc", do_train=True, ...))
 
 `run` owns what every task does the same way: the distribution strategy, the paths
 beside the checkpoint, the encoder, the optimizer, Keras `fit` with TensorBoard,
 best/last checkpoints and a resumable state (a run stopped by SIGTERM or killed resumes
 where it was: tasks/resume.py), loading the chosen weights, evaluation, prediction and
-eval_results.txt. A task (a `Task` subclass in tasks/<name>.py) says only what differs:
-how it reads its files, what its examples become, which model, loss and metrics, and how
-predictions are scored and written. Its settings are a frozen dataclass (`FineTuneConfig`
-or a subclass); the command lines (`python -m tasks.<name>`) fill one from their flags.
+eval_results.txt. A task (a `Task` subclass, tasks/task.py; the project's are in
+tasks/families/) says only what differs: how it reads its files, what its examples
+become, which model, loss and metrics, and how predictions are scored and written. Its
+settings are a frozen dataclass (`FineTuneConfig` or a subclass); the command lines
+(`python -m tasks.<name>`) fill one from their flags.
 
 Adding a task: subclass `Task` (read_train, settings, build_model, compile, dataset,
 evaluate and/or predict), give it a config dataclass if it has settings of its own, and
-register its model in bert_tf/task_models.py's TASK_MODELS if a run directory should be
-exportable. tests/test_driver.py builds one in under 100 lines.
+declare its parts: `model_class` (a bert_tf task model: the run directory it leaves),
+`serving_module` (an export.serving class) and `export_name`, registered with `@family`
+for `python -m export.saved_model`. tests/test_driver.py builds and exports one in about
+100 lines.
 """
 
 import contextlib
@@ -65,89 +69,6 @@ class FineTuneConfig:
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)
-
-
-class Task:
-    """One task family for `run`. Hooks get the resolved config and `settings`, the dict
-    the run directory keeps as TASK_config.json (labels, sequence length, ...)."""
-
-    name = None                # the run directory's TASK_config.json stem
-    result_format = ".4f"      # how eval_results lines are printed
-
-    def check(self, config):
-        """Raises ValueError for flag combinations the task cannot run."""
-        if not (config.do_train or config.do_eval or config.do_predict):
-            raise ValueError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
-
-    def training_config(self, config):
-        """The config of a --do_train run, flag defaults filled (checks that need them)."""
-        return config
-
-    def restore(self, config, saved):
-        """The config of a run without --do_train: the trained run's settings (`saved`,
-        its TASK_config.json) where they must match what the model learned."""
-        return config.replace(do_lower_case=saved["do_lower_case"],
-                              max_seq_length=saved["max_seq_length"],
-                              vocab_file=os.path.join(config.output_dir, "vocab.txt"))
-
-    def text_segments(self, config):
-        """How many texts one input sequence packs (1, or 2 for sentence pairs): the
-        driver refuses a --max_seq_length without room for a token of each."""
-        return 1
-
-    def read_train(self, config, tokenizer):
-        """The training data, in whatever form `dataset` and `settings` take."""
-        raise NotImplementedError
-
-    def num_examples(self, train):
-        return len(train)
-
-    def settings(self, config, train):
-        """TASK_config.json of a training run (what `restore` and export read back)."""
-        raise NotImplementedError
-
-    def read_eval(self, config, settings, tokenizer):
-        """The evaluation data (also the validation set during training), or None."""
-        return None
-
-    def validation(self, evaluation):
-        """The part of read_eval's data that validates during training."""
-        return evaluation
-
-    def build_model(self, encoder, config, settings, train=None):
-        raise NotImplementedError
-
-    def compile(self, model, optimizer, config, jit_compile):
-        raise NotImplementedError
-
-    def dataset(self, data, config, settings, training):
-        """tf.data of the model's (inputs, labels[, weights]) batches."""
-        raise NotImplementedError
-
-    def trainer(self, model, train, validation, config, settings):
-        """(the Keras model that fit trains, its training data, its validation data or
-        None), for `dataset`. Default: `model` on read_train's and read_eval's data. A
-        task may train a part of `model` that shares its trainable layers, on data made
-        for it (NER's head on a frozen encoder's features, computed once); the
-        checkpoints always hold `model`'s weights. Called under the strategy's scope,
-        after `compile`."""
-        return model, train, validation
-
-    def monitor(self, settings):
-        """(validation metric, "min" or "max") that picks best.weights.h5."""
-        return "loss", "min"
-
-    def evaluate(self, model, data, config, settings):
-        """Scores `data` (read_eval's) -> {name: value}; may write prediction files."""
-        return {}
-
-    def predict(self, model, config, settings, tokenizer):
-        """Predicts the prediction file(s) and writes them -> metrics it could score."""
-        return {}
-
-    def print_results(self, results):
-        for key in sorted(results):
-            print(f"{key} = {results[key]:{self.result_format}}", flush=True)
 
 
 def run(task, config):
@@ -370,41 +291,21 @@ def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max
     iterators of one dataset object may share its shuffles' reshuffling state, so each
     stream starts from a dataset that nothing has read. Returns the Keras History of
     the last fit call (None when the saved state says training is done)."""
-    import keras
-
     from bert_tf.progress import interactive, step_lines
     from bert_tf.training_plumbing import MetricLog, stop_requests
     from tasks.resume import ResumeCallback, ResumeState, resume_settings
     saved = model if saved is None else saved
     steps_per_epoch, epochs = step_plan(config, num_train_steps)
     total_steps = steps_per_epoch * epochs
-    callbacks = [
-        # write_graph=False: serializing the train step's graph (the whole encoder and its
-        # gradients) costs seconds to tens of seconds at the first step; scalars suffice.
-        keras.callbacks.TensorBoard(os.path.join(config.output_dir, "logs"),
-                                    write_graph=False),
-        run_dir.WeightsCheckpoint(saved, os.path.join(config.output_dir, "last.weights.h5")),
-    ]
-    best = None
-    if eval_ds is not None and monitor:
-        best = run_dir.WeightsCheckpoint(
-            saved, os.path.join(config.output_dir, "best.weights.h5"), monitor=monitor,
-            mode=mode, save_best_only=True)
-        callbacks.append(best)
-
+    callbacks, best = checkpoint_callbacks(config, saved, eval_ds is not None and monitor,
+                                           monitor, mode)
     first_ds = train_ds_fn()
     with fit_reads_only_its_data(model, first_ds.element_spec):
         state = ResumeState(config.output_dir, model, saved,
                             resume_settings(config, steps_per_epoch, epochs))
-        start, saved_state = state.restore()
-        if saved_state is not None:
-            print(f"resumed from {state.latest_path} at step {start} of {total_steps}"
-                  + (f" (skipping {start} batches of input)" if start < total_steps else
-                     ": training is done"), flush=True)
-            if start >= total_steps:
-                return None
-            if best is not None and saved_state.get("best") is not None:
-                best.best = saved_state["best"]
+        start = resume_step(state, best, total_steps)
+        if start is None:
+            return None
         if not interactive():
             # Keras prints nothing to a file until an epoch ends: a line every few steps.
             callbacks.append(step_lines(total_steps, config.train_batch_size, initial=start))
@@ -414,18 +315,10 @@ def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max
                                  config.save_checkpoints_steps, best, log)
         callbacks.append(tracker)   # last: it saves what the checkpoint callbacks updated
 
-        # A run resumed inside epoch e first finishes that epoch (a fit of its remaining
-        # steps, which Keras still numbers from 0), then fits the epochs after it.
-        epoch, done = divmod(start, steps_per_epoch)
-        phases = []
-        if done:
-            phases.append((epoch, steps_per_epoch - done, start))
-            epoch += 1
-        if epoch < epochs:
-            phases.append((epoch, steps_per_epoch, epoch * steps_per_epoch))
         history = None
         with stop_requests() as stop:
             tracker.stop = stop
+            phases = fit_phases(start, steps_per_epoch, epochs)
             for i, (first_epoch, steps, skip) in enumerate(phases):
                 train_ds = (first_ds if i == 0 else train_ds_fn()).repeat()
                 if skip:
@@ -440,6 +333,56 @@ def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max
         # rerun that finds this skips training (see run()).
         state.save(total_steps, finished=True)
         return history
+
+
+def checkpoint_callbacks(config, saved, validated, monitor, mode):
+    """([TensorBoard, last.weights.h5, best.weights.h5 when `validated`], the best one
+    or None): the callbacks of every fit, saving the model `saved`."""
+    import keras
+    callbacks = [
+        # write_graph=False: serializing the train step's graph (the whole encoder and its
+        # gradients) costs seconds to tens of seconds at the first step; scalars suffice.
+        keras.callbacks.TensorBoard(os.path.join(config.output_dir, "logs"),
+                                    write_graph=False),
+        run_dir.WeightsCheckpoint(saved, os.path.join(config.output_dir, "last.weights.h5")),
+    ]
+    best = None
+    if validated:
+        best = run_dir.WeightsCheckpoint(
+            saved, os.path.join(config.output_dir, "best.weights.h5"), monitor=monitor,
+            mode=mode, save_best_only=True)
+        callbacks.append(best)
+    return callbacks, best
+
+
+def resume_step(state, best, total_steps):
+    """The step training starts from: 0, or that of the resumable state `state` restores
+    (said in one line; the best score so far goes back into `best`); None when that
+    state says training is done."""
+    start, saved_state = state.restore()
+    if saved_state is not None:
+        print(f"resumed from {state.latest_path} at step {start} of {total_steps}"
+              + (f" (skipping {start} batches of input)" if start < total_steps else
+                 ": training is done"), flush=True)
+        if start >= total_steps:
+            return None
+        if best is not None and saved_state.get("best") is not None:
+            best.best = saved_state["best"]
+    return start
+
+
+def fit_phases(start, steps_per_epoch, epochs):
+    """[(first epoch, steps, batches to skip)] of the fit calls from step `start`. A run
+    resumed inside epoch e first finishes that epoch (a fit of its remaining steps, which
+    Keras still numbers from 0), then fits the epochs after it."""
+    epoch, done = divmod(start, steps_per_epoch)
+    phases = []
+    if done:
+        phases.append((epoch, steps_per_epoch - done, start))
+        epoch += 1
+    if epoch < epochs:
+        phases.append((epoch, steps_per_epoch, epoch * steps_per_epoch))
+    return phases
 
 
 @contextlib.contextmanager

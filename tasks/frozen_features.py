@@ -32,7 +32,7 @@ import os
 
 import numpy as np
 
-from bert_tf.encoder import INPUT_NAMES
+from bert_tf.input_names import INPUT_NAMES
 from bert_tf.files import atomic_write
 
 FORMAT = 1

@@ -1,7 +1,7 @@
 """GLUE and the user's own sentence (pair) classification files: what each GLUE task's
 files look like (`GLUE_TASKS`), and readers for the official TSVs, prepared
 tensorflow-datasets `glue/*` directories and custom .tsv/.csv/.jsonl files, with
-bad-row reports (tasks/glue.py trains on what they return).
+bad-row reports (tasks/families/glue.py trains on what they return).
 """
 
 import collections
@@ -388,32 +388,49 @@ def read_custom_file(path, text_a_column, text_b_column=None, label_column=None,
         guid = where if label_column is not None else str(report.rows - 1)
         examples.append(Example(guid, text_a, text_b, label))
 
-    if ext == ".jsonl":
-        with io.StringIO(read_text(path)) as f:
-            for number, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{number}"
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    report.rows += 1
-                    report.bad(where, "malformed", f"not valid JSON ({e.msg})")
-                    continue
-                if not isinstance(row, dict):
-                    report.rows += 1
-                    report.bad(where, "malformed", "expected a JSON object")
-                    continue
-                missing = [c for c in (text_a_column, text_b_column) if c is not None
-                           and c not in row]
-                if missing:
-                    report.rows += 1
-                    report.bad(where, "malformed", f"no key {missing[0]!r}")
-                    continue
-                add(where, row[text_a_column], row.get(text_b_column) if pair else None,
-                    row.get(label_column) if label_column is not None else None)
-        return examples, report
+    rows = jsonl_rows(path, text_a_column, text_b_column, label_column, report) \
+        if ext == ".jsonl" else \
+        table_rows(path, ext, text_a_column, text_b_column, label_column, has_header, report)
+    for where, text_a, text_b, raw_label in rows:
+        add(where, text_a, text_b, raw_label)
+    return examples, report
 
+
+def jsonl_rows(path, text_a_column, text_b_column, label_column, report):
+    """(where, text_a, text_b, raw label) of each JSON-lines row that has the text keys
+    (text_b, label: None where no column is named); blank lines skipped, other rows
+    counted and reported as malformed."""
+    pair = text_b_column is not None
+    with io.StringIO(read_text(path)) as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                report.rows += 1
+                report.bad(where, "malformed", f"not valid JSON ({e.msg})")
+                continue
+            if not isinstance(row, dict):
+                report.rows += 1
+                report.bad(where, "malformed", "expected a JSON object")
+                continue
+            missing = [c for c in (text_a_column, text_b_column) if c is not None
+                       and c not in row]
+            if missing:
+                report.rows += 1
+                report.bad(where, "malformed", f"no key {missing[0]!r}")
+                continue
+            yield (where, row[text_a_column], row.get(text_b_column) if pair else None,
+                   row.get(label_column) if label_column is not None else None)
+
+
+def table_rows(path, ext, text_a_column, text_b_column, label_column, has_header, report):
+    """(where, text_a, text_b, raw label) of each .tsv (no quoting, GLUE's) or .csv
+    (RFC 4180) row with the header's number of fields (without a header: enough for the
+    named columns, 0-based indices); other rows counted and reported as malformed."""
+    pair = text_b_column is not None
     with io.StringIO(read_text(path), newline="") as f:
         if ext == ".tsv":
             reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
@@ -441,8 +458,7 @@ def read_custom_file(path, text_a_column, text_b_column=None, label_column=None,
             text_a = fields[next(values)]
             text_b = fields[next(values)] if pair else None
             raw_label = fields[next(values)] if label_column is not None else None
-            add(where, text_a, text_b, raw_label)
-    return examples, report
+            yield where, text_a, text_b, raw_label
 
 
 def finish_report(report, examples):

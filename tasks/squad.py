@@ -1,280 +1,37 @@
-"""SQuAD v1.1 and v2.0: reader, windowed features, span model, training, prediction, CLI.
+"""`python -m tasks.squad`: fine-tune, predict and score SQuAD v1.1 / v2.0. Flags ->
+SquadConfig -> tasks/driver.py; the family (span model, decoding, SquadTask) is
+tasks/families/squad.py, whose docstring lists what a run writes.
 
-    python -m tasks.squad --init_checkpoint=MODEL_DIR --output_dir=out \
-        --do_train --train_file=train-v1.1.json \
+    python -m tasks.squad --init_checkpoint=MODEL_DIR --output_dir=out \\
+        --do_train --train_file=train-v1.1.json \\
         --do_predict --do_eval --predict_file=dev-v1.1.json [--version_2_with_negative]
-
-writes out/predictions.json ({id: answer}), out/nbest_predictions.json, for v2.0
-out/null_odds.json ({id: null score - best non-null score}), and with --do_eval
-out/eval_results.txt (the official EM/F1; v2.0 also HasAns/NoAns and the tuned
-threshold, which is stored in out/squad_config.json for later predictions and export).
-
-The model is the encoder plus one dense layer giving a start and an end logit per
-position (bert_tf.BertSpanLabeler); the loss is the mean of the start and end cross-entropies
-over positions, as in google-research/bert. Windows (`doc_stride`), max-context choice and
-decoding are in tasks/squad_postprocess.py, the official metric in tasks/squad_metrics.py.
-
-Reading and features (character offsets, windows): tasks/squad_data.py.
 """
 
-import collections
-import dataclasses
-import json
-import os
+from tasks import common
+from tasks.families.squad import DEFAULTS, SquadConfig, SquadTask
 
-import keras
-import numpy as np
+# Help texts in --help's order; the fields' defaults are None (unset): the values stored
+# in output_dir by the training run when predicting without --do_train, else DEFAULTS.
+FLAGS = {
+    "train_file": dict(help="SQuAD JSON for training"),
+    "predict_file": dict(help=(
+        "SQuAD JSON to predict (--do_predict) and score (--do_eval); also the "
+        "validation set that picks best.weights.h5 during training")),
+    "version_2_with_negative": dict(
+        help="SQuAD 2.0: questions may have no answer (default False)"),
+    "doc_stride": dict(help=f"default {DEFAULTS['doc_stride']}"),
+    "max_query_length": dict(help=f"default {DEFAULTS['max_query_length']}"),
+    "n_best_size": dict(help=f"default {DEFAULTS['n_best_size']}"),
+    "max_answer_length": dict(help=f"default {DEFAULTS['max_answer_length']}"),
+    "null_score_diff_threshold": dict(help=(
+        "v2.0: answer '' when null score - best non-null score exceeds this; default: "
+        "the value tuned on dev (stored in output_dir by --do_train --do_eval), else 0.0")),
+}
 
-from bert_tf import run_dir
-from bert_tf.cli import boolean
-from bert_tf.task_models import BertSpanLabeler, loss_scaled
-from tasks import common, driver, squad_metrics, squad_postprocess
-# The reader and features, as tasks.squad.<name> too.
-from tasks.squad_data import (SquadExample, create_features, featurize,  # noqa: F401
-                              read_squad_examples, tokenize_contexts)
-
-TASK = "squad"
-# google's run_squad defaults: the window and decoding settings a run directory keeps,
-# and run_squad's sequence length.
-DEFAULTS = dict(run_dir.SQUAD_DEFAULTS, max_seq_length=384)
-
-
-# ----------------------------------------------------------------------------- model
-
-def compile_squad_model(model, optimizer):
-    """google's loss: (start cross-entropy + end cross-entropy) / 2. Under mixed_float16
-    the optimizer gets dynamic loss scaling (a functional model does not carry its
-    layers' policy, so Keras would not add it by itself)."""
-    ce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    model.compile(optimizer=loss_scaled(model, optimizer),
-                  loss={"start_logits": ce, "end_logits": ce},
-                  loss_weights={"start_logits": 0.5, "end_logits": 0.5})
-
-
-def make_dataset(features, batch_size, training=False, seed=0, with_labels=True,
-                 length_batching="off"):
-    """tf.data of (inputs, {start_logits, end_logits: positions}) batches;
-    length_batching: a bert_tf.batching mode."""
-    import tensorflow as tf
-
-    from bert_tf import batching
-    x = {k: features[k] for k in ("token_ids", "segment_ids", "padding_mask")}
-    if with_labels:
-        y = {"start_logits": features["start_positions"],
-             "end_logits": features["end_positions"]}
-        ds = tf.data.Dataset.from_tensor_slices((x, y))
-    else:
-        ds = tf.data.Dataset.from_tensor_slices(x)
-    n = len(features["token_ids"])
-    if training:
-        ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
-    # Equal batches keep distributed replicas in step; a set smaller than one batch
-    # still trains on what it has.
-    return batching.finish(batching.batch(
-        ds, batch_size, length_batching, x["token_ids"].shape[1],
-        drop_remainder=training and n >= batch_size, seed=seed))
-
-
-# ----------------------------------------------------------------------------- prediction
-
-def predict_logits(model, features, batch_size, length_batching="off"):
-    """-> (start_logits, end_logits), float32 [N, S] (0 past a batch's cut width: never
-    inside a window)."""
-    out = driver.predict_per_token(
-        model, make_dataset(features, batch_size, with_labels=False,
-                            length_batching=length_batching),
-        features["token_ids"].shape[1])
-    return np.asarray(out["start_logits"]), np.asarray(out["end_logits"])
-
-
-def postprocess(examples, contexts, features, start_logits, end_logits, n_best_size=20,
-                max_answer_length=30, version_2_with_negative=False,
-                null_score_diff_threshold=0.0):
-    """Every example's answer: {qas_id: decode_example(...) result}."""
-    windows = collections.defaultdict(list)
-    for i, e in enumerate(features["example_index"]):
-        windows[int(e)].append({"start_logits": start_logits[i], "end_logits": end_logits[i],
-                                "offsets": features["offsets"][i],
-                                "max_context": features["max_context"][i]})
-    results = {}
-    for e, example in enumerate(examples):
-        if e not in windows:
-            continue
-        results[example.qas_id] = squad_postprocess.decode_example(
-            contexts[example.context_index], windows[e], n_best_size, max_answer_length,
-            version_2_with_negative, null_score_diff_threshold)
-    return results
-
-
-def write_predictions(results, output_dir, version_2_with_negative):
-    """predictions.json, nbest_predictions.json (+ null_odds.json for v2.0)."""
-    run_dir.write_json(os.path.join(output_dir, "predictions.json"),
-                        {q: r["text"] for q, r in results.items()})
-    run_dir.write_json(os.path.join(output_dir, "nbest_predictions.json"),
-                        {q: r["nbest"] for q, r in results.items()})
-    if version_2_with_negative:
-        # +inf (no possible span) is written as JSON's Infinity, which Python's and the
-        # official script's json.load read back.
-        run_dir.write_json(os.path.join(output_dir, "null_odds.json"),
-                            {q: r["null_score_diff"] for q, r in results.items()})
-
-
-def evaluate_results(dataset, results, version_2_with_negative, threshold):
-    """Official metrics of decoded results; v2.0 adds the threshold search over the best
-    non-null answers and their null score differences."""
-    predictions = {q: r["text"] for q, r in results.items()}
-    if not version_2_with_negative:
-        return squad_metrics.evaluate(dataset, predictions, "1.1")
-    metrics = squad_metrics.evaluate(
-        dataset, predictions, "2.0",
-        na_probs={q: r["null_score_diff"] for q, r in results.items()},
-        na_prob_thresh=threshold,
-        best_predictions={q: r["best_non_null"] for q, r in results.items()})
-    return metrics
-
-
-# ----------------------------------------------------------------------------- CLI
 
 def add_flags(parser):
-    common.add_common_flags(parser)
-    f = parser.add_argument
-    f("--train_file", default=None, help="SQuAD JSON for training")
-    f("--predict_file", default=None,
-      help="SQuAD JSON to predict (--do_predict) and score (--do_eval); also the "
-           "validation set that picks best.weights.h5 during training")
-    # Left unset, these take the values stored in output_dir by the training run when
-    # predicting without --do_train, else DEFAULTS.
-    boolean(parser, "--version_2_with_negative", default=None,
-            help="SQuAD 2.0: questions may have no answer (default False)")
-    f("--doc_stride", type=int, default=None, help=f"default {DEFAULTS['doc_stride']}")
-    f("--max_query_length", type=int, default=None,
-      help=f"default {DEFAULTS['max_query_length']}")
-    f("--n_best_size", type=int, default=None, help=f"default {DEFAULTS['n_best_size']}")
-    f("--max_answer_length", type=int, default=None,
-      help=f"default {DEFAULTS['max_answer_length']}")
-    f("--null_score_diff_threshold", type=float, default=None,
-      help="v2.0: answer '' when null score - best non-null score exceeds this; default: "
-           "the value tuned on dev (stored in output_dir by --do_train --do_eval), else 0.0")
-    parser.set_defaults(max_seq_length=None)
-    return parser
-
-
-@dataclasses.dataclass(frozen=True)
-class SquadConfig(driver.FineTuneConfig):
-    """FineTuneConfig + SQuAD's files and window/decoding settings. None: the trained
-    run's value (later runs), else DEFAULTS."""
-    max_seq_length: int = None
-    train_file: str = None
-    predict_file: str = None
-    version_2_with_negative: bool = None
-    doc_stride: int = None
-    max_query_length: int = None
-    n_best_size: int = None
-    max_answer_length: int = None
-    null_score_diff_threshold: float = None
-
-
-class SquadTask(driver.Task):
-    """SQuAD v1.1/v2.0 for tasks.driver: windows of the context, span logits, decoding
-    and the official metrics; v2.0 tunes the no-answer threshold on dev and keeps it."""
-
-    name = TASK
-
-    def check(self, config):
-        super().check(config)
-        if config.do_train and not config.train_file:
-            raise ValueError("--do_train needs --train_file")
-        if (config.do_predict or config.do_eval) and not config.predict_file:
-            raise ValueError("--do_predict/--do_eval need --predict_file")
-
-    def _filled(self, config, saved):
-        """Unset settings take the training run's values (saved), else DEFAULTS."""
-        config = config.replace(**{
-            key: saved.get(key, default)
-            for key, default in DEFAULTS.items()
-            if getattr(config, key) is None})
-        if config.max_seq_length <= config.max_query_length + 3:
-            raise ValueError(f"--max_seq_length ({config.max_seq_length}) must be greater "
-                             f"than --max_query_length ({config.max_query_length}) + 3")
-        for name in ("doc_stride", "n_best_size", "max_answer_length"):
-            if getattr(config, name) < 1:
-                raise ValueError(f"--{name} must be >= 1")
-        return config
-
-    def training_config(self, config):
-        return self._filled(config, {})
-
-    def restore(self, config, saved):
-        return self._filled(config.replace(
-            do_lower_case=saved["do_lower_case"],
-            vocab_file=config.vocab_file or os.path.join(config.output_dir, "vocab.txt")),
-            saved)
-
-    def text_segments(self, config):
-        return 2    # the question, then the context window
-
-    def read_train(self, config, tokenizer):
-        return featurize(config.train_file, tokenizer, config, is_training=True)[3]
-
-    def num_examples(self, features):
-        return len(features["token_ids"])
-
-    def settings(self, config, train):
-        return run_dir.span_labeler_settings(
-            config.max_seq_length, config.do_lower_case, **{
-                key: getattr(config, key) for key in run_dir.SQUAD_DEFAULTS})
-
-    def read_eval(self, config, settings, tokenizer):
-        self.results = self.dev = None
-        if config.predict_file and (config.do_predict or config.do_eval):
-            self.dev = featurize(config.predict_file, tokenizer, config, is_training=False)
-        return self.dev
-
-    def validation(self, dev):
-        return dev[3]
-
-    def build_model(self, encoder, config, settings, train=None):
-        return BertSpanLabeler(encoder)
-
-    def compile(self, model, optimizer, config, jit_compile):
-        compile_squad_model(model, optimizer)
-
-    def dataset(self, features, config, settings, training):
-        return make_dataset(features, driver.batch_size(config, training), training,
-                            config.seed, length_batching=driver.length_batching(config,
-                                                                               training))
-
-    def _decode(self, model, dev, config):
-        """Decoded answers of the predict file, written once (eval and predict share)."""
-        if self.results is None:
-            examples, contexts, _, features, _ = dev
-            start, end = predict_logits(model, features, config.predict_batch_size,
-                                        driver.length_batching(config, training=False))
-            self.results = postprocess(
-                examples, contexts, features, start, end, config.n_best_size,
-                config.max_answer_length, config.version_2_with_negative,
-                config.null_score_diff_threshold)
-            write_predictions(self.results, config.output_dir,
-                              config.version_2_with_negative)
-        return self.results
-
-    def evaluate(self, model, dev, config, settings):
-        metrics = evaluate_results(dev[2], self._decode(model, dev, config),
-                                   config.version_2_with_negative,
-                                   config.null_score_diff_threshold)
-        if config.version_2_with_negative and config.do_train:
-            # The threshold tuned on dev is the one to predict and export with.
-            run_dir.write_json(os.path.join(config.output_dir, f"{TASK}_config.json"),
-                               dict(settings, null_score_diff_threshold=metrics[
-                                   "best_f1_thresh"]))
-        return metrics
-
-    def predict(self, model, config, settings, tokenizer):
-        self._decode(model, self.dev, config)
-        return {}
-
-    def print_results(self, results):
-        print(json.dumps(results, indent=2, sort_keys=True), flush=True)
+    common.add_common_flags(parser, SquadConfig)  # max_seq_length: unset (the run's)
+    return common.add_config_flags(parser, SquadConfig, FLAGS)
 
 
 def main(argv=None):

@@ -1,4 +1,4 @@
-"""SQuAD v1.1 / v2.0 files -> examples -> windowed features (tasks/squad.py trains and
+"""SQuAD v1.1 / v2.0 files -> examples -> windowed features (tasks/families/squad.py trains and
 predicts on them).
 
 Pre-processing keeps per-piece character offsets into the context instead of google's

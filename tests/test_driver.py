@@ -1,6 +1,8 @@
-"""A new task from the pieces (tasks/driver.py + bert_tf's models and run directories):
-word-polarity classification read from a JSON-lines file, trained, evaluated and
-predicted by the shared driver; its run directory loads like any tasks.* run."""
+"""A new task family from the pieces (tasks/driver.py + bert_tf's models and run
+directories + export's serving modules): word-polarity classification read from a
+JSON-lines file, trained, evaluated and predicted by the shared driver; its run directory
+loads like any tasks.* run, and exports through export.saved_model as a SavedModel that
+answers like the Keras model."""
 
 import dataclasses
 import json
@@ -9,8 +11,10 @@ import os
 import numpy as np
 
 import bert_tf
-from bert_tf import run_dir
+from export.saved_model import PRETRAINED, TASKS, build_module, export
+from export.serving import ClassifierModule
 from tasks import driver
+from tasks.task import Task, family
 from tests.test_api import texts_and_labels
 
 LABELS = ["negative", "positive"]
@@ -24,8 +28,11 @@ class PolarityConfig(driver.FineTuneConfig):
     eval_file: str = None
 
 
-class PolarityTask(driver.Task):
-    name = "glue"   # a classifier's run directory: export and load_task_model read it
+@family
+class PolarityTask(Task):
+    export_name = "polarity"                # build_module("polarity", run directory)
+    model_class = bert_tf.BertClassifier    # its run directory: glue_config.json
+    serving_module = ClassifierModule       # text_a -> probabilities, label
 
     def _read(self, path):
         with open(path, encoding="utf-8") as f:
@@ -39,8 +46,8 @@ class PolarityTask(driver.Task):
         return len(train[0])
 
     def settings(self, config, train):
-        return run_dir.classifier_settings(LABELS, config.max_seq_length,
-                                           config.do_lower_case)
+        return self.model_class.settings(LABELS, config.max_seq_length,
+                                         config.do_lower_case)
 
     def read_eval(self, config, settings, tokenizer):
         self.tokenizer = tokenizer
@@ -97,5 +104,31 @@ def test_a_new_task_runs_on_the_driver(tmp_path, minilm_dir):
     # Evaluate again from the run directory alone (no --do_train): the same score.
     again = driver.run(PolarityTask(), dataclasses.replace(config, do_train=False))
     assert again == results
-    model, saved, _ = bert_tf.load_task_model(out)
+    model, saved, tokenizer = bert_tf.load_task_model(out)
     assert isinstance(model, bert_tf.BertClassifier) and saved["labels"] == LABELS
+
+    # Export the run as the family says (its serving module, from the run's settings):
+    # the SavedModel gives the Keras model's probabilities for raw text.
+    import tensorflow as tf
+
+    from bert_tf.preprocessor import BertPreprocessor
+    path = export(build_module("polarity", out), str(tmp_path / "models" / "polarity"))
+    assert path == str(tmp_path / "models" / "polarity" / "1")
+    texts, _ = texts_and_labels(8, 11)
+    served = tf.saved_model.load(path).signatures["serving_default"](
+        text_a=tf.constant(texts))
+    logits = model(BertPreprocessor(tokenizer, 16)(tf.constant(texts)))["logits"]
+    np.testing.assert_allclose(served["probabilities"].numpy(),
+                               tf.nn.softmax(logits).numpy(), atol=1e-5)
+    assert [label.decode() for label in served["label"].numpy()] == \
+        [LABELS[i] for i in np.argmax(logits, -1)]
+
+
+def test_export_names_the_project_families():
+    """export.saved_model's --task choices (written there, so --help needs no TensorFlow)
+    are the pretrained exports and the families' export names, in tasks/families' order."""
+    from tasks.families import FAMILIES
+    project = tuple(name for name, task in FAMILIES.items()
+                    if task.__module__.startswith("tasks.families."))
+    assert TASKS == PRETRAINED + project == PRETRAINED + ("classification", "swag", "ner",
+                                                          "squad")

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.preprocessor import BertPreprocessor
 from bert_tf.task_models import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
                                   BertTokenClassifier)
 from export.saved_model import build_module, export, load_task_model, main
@@ -141,9 +142,9 @@ def classifier_runs(tmp_path_factory):
 
 def python_classify(run, texts_a, texts_b=None):
     """The Keras model + tasks.glue's preprocessing and post-processing."""
-    from tasks import glue
+    from tasks.families import glue
     model, config, tokenizer = task_model("classification", run)
-    preprocessor = glue.TextClassifierPreprocessor(tokenizer, config["max_seq_length"])
+    preprocessor = BertPreprocessor(tokenizer, config["max_seq_length"])
     inputs = preprocessor(tf.constant(texts_a),
                           None if texts_b is None else tf.constant(texts_b))
     outputs = {k: np.asarray(v) for k, v in model(inputs).items()}
@@ -272,7 +273,7 @@ def swag_run(tmp_path_factory):
 def python_swag(run, contexts, endings):
     """tasks.swag's preprocessing (with the shared start folded into the endings, which
     packs the same tokens) + Keras model + post-processing."""
-    from tasks import swag
+    from tasks.families import swag
     model, config, tokenizer = task_model("swag", run)
     preprocessor = swag.MultipleChoicePreprocessor(tokenizer, config["max_seq_length"])
     inputs = preprocessor(tf.constant(contexts), tf.constant([""] * len(contexts)),
@@ -295,7 +296,7 @@ def test_swag_signatures_equal_keras_and_python(swag_run):
     np.testing.assert_allclose(from_examples["probabilities"], want["probabilities"],
                                atol=1e-5)
     # SWAG's own layout: sent2 + " " + ending packs as the joined ending.
-    from tasks import swag
+    from tasks.families import swag
     model, config, tokenizer = task_model("swag", run)
     split = swag.MultipleChoicePreprocessor(tokenizer, SEQ)(
         tf.constant(["the fox"]), tf.constant(["it is"]), tf.constant([["quick", "lazy",
@@ -343,7 +344,7 @@ def ner_run(tmp_path_factory):
 def python_entities(run, texts):
     """tasks.ner's Python path on raw texts: split_words, create_features, the Keras
     model, word_tags, entities."""
-    from tasks import ner
+    from tasks.families import ner
     model, config, tokenizer = task_model("ner", run)
     out = []
     for text in texts:
@@ -402,7 +403,7 @@ def test_ner_signatures_equal_keras_and_python(ner_run):
         examples=tf.constant([example(text=t) for t in NER_TEXTS]))
     assert entity_rows(from_examples) == want
     # serve_tokenized: per-piece logits of the Keras model.
-    from tasks import ner
+    from tasks.families import ner
     model, config, tokenizer = task_model("ner", run)
     sentence = ner.Sentence(NER_TEXTS[0].split(), None, [], [])
     features, _ = ner.create_features(
@@ -478,7 +479,7 @@ def python_squad(run, questions, contexts):
     """tasks.squad's Python path: tokenize_contexts, create_features, the Keras model,
     postprocess (tasks.squad_postprocess.decode_example) -> one result per question
     (None where the context has no pieces: the Python path makes no window)."""
-    from tasks import squad
+    from tasks.families import squad
     model, config, tokenizer = task_model("squad", run)
     examples = [squad.SquadExample(str(i), q, i, [], False) for i, q in enumerate(questions)]
     features, _ = squad.create_features(

@@ -15,8 +15,12 @@ import re
 import numpy as np
 import pytest
 
+from bert_tf.input_names import INPUT_NAMES
 from bert_tf.task_models import BertClassifier
-from tasks import glue, metrics
+from bert_tf.preprocessor import BertPreprocessor
+from tasks import metrics
+from tasks import glue as glue_command
+from tasks.families import glue
 
 # ----------------------------------------------------------------------------- layouts
 
@@ -225,20 +229,20 @@ def test_cli_bad_input_one_line_and_exit_code(tmp_path, capsys, minilm_dir):
             str(tmp_path / "out"), "--do_train", "--bad_rows", "error",
             "--init_checkpoint", str(minilm_dir)]
     with pytest.raises(SystemExit) as e:
-        glue.main(argv)
+        glue_command.main(argv)
     assert e.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: {tmp_path / 'train.tsv'}:3: unknown label 'neutral' "
                    f"(labels: 0, 1)"]
     with pytest.raises(SystemExit):
-        glue.main(argv[:4] + ["--output_dir", str(tmp_path / "out")])   # nothing to do
+        glue_command.main(argv[:4] + ["--output_dir", str(tmp_path / "out")])   # nothing to do
     assert capsys.readouterr().err.strip() == (
         "error: nothing to do: pass --do_train, --do_eval and/or --do_predict")
     with pytest.raises(SystemExit):
-        glue.main(["--task_name", "sst2", "--output_dir", str(tmp_path), "--do_eval"])
+        glue_command.main(["--task_name", "sst2", "--output_dir", str(tmp_path), "--do_eval"])
     assert "needs --data_dir (GLUE TSV files) or --tfds_data_dir" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        glue.main(["--task_name", "mrpc", "--output_dir", str(tmp_path / "none"),
+        glue_command.main(["--task_name", "mrpc", "--output_dir", str(tmp_path / "none"),
                    "--do_eval", "--data_dir", str(tmp_path)])
     assert "glue_config.json: not found" in capsys.readouterr().err
 
@@ -391,12 +395,12 @@ def test_preprocessing_matches_google_packing_and_dataset(tokenizer):
              ("Héllo wörld , naïve café !", ""),
              ("", "")]
     seq = 12
-    pre = glue.TextClassifierPreprocessor(tokenizer, seq)
+    pre = BertPreprocessor(tokenizer, seq)
     got = pre(tf.constant([a for a, _ in pairs]), tf.constant([b for _, b in pairs]))
     single = pre(tf.constant([a for a, _ in pairs]))
     for i, (a, b) in enumerate(pairs):
         want = reference_pack(tokenizer, a, b, seq)
-        for name, values in zip(glue.INPUT_NAMES, want):
+        for name, values in zip(INPUT_NAMES, want):
             assert got[name][i].numpy().tolist() == values, (i, name)
         assert single["token_ids"][i].numpy().tolist() == reference_pack(
             tokenizer, a, None, seq)[0]
@@ -515,7 +519,7 @@ def test_cli_mnli_train_eval_predict_reload(tmp_path, minilm_dir):
     common = ["--task_name", "mnli", "--data_dir", str(tmp_path), "--output_dir", str(out),
               "--max_seq_length", "16", "--eval_batch_size", "4", "--predict_batch_size", "4",
               "--jit_compile=false"]
-    results = glue.main(common + [
+    results = glue_command.main(common + [
         "--do_train", "--do_eval", "--do_predict", "--bert_config_file", str(config),
         "--vocab_file", os.path.join(minilm_dir, "vocab.txt"), "--train_batch_size", "8",
         "--num_train_epochs", "1", "--learning_rate", "1e-3"])
@@ -546,7 +550,7 @@ def test_cli_mnli_train_eval_predict_reload(tmp_path, minilm_dir):
     assert config["num_classes"] == 3 and config["max_seq_length"] == 16
     examples, _ = glue.read_glue_tsv(str(data / "test_matched.tsv"),
                                      glue.GLUE_TASKS["mnli"], with_labels=False)
-    pre = glue.TextClassifierPreprocessor(tokenizer, config["max_seq_length"])
+    pre = BertPreprocessor(tokenizer, config["max_seq_length"])
     inputs = pre(tf.constant([e.text_a for e in examples]),
                  tf.constant([e.text_b for e in examples]))
     again = glue.postprocess({"logits": model.predict_on_batch(inputs)["logits"]},
@@ -638,7 +642,7 @@ def fine_tune(tmp_path, minilm_dir, pretrained, argv):
         "--bert_config_file", os.path.join(minilm_dir, "config.json"),
         "--vocab_file", os.path.join(minilm_dir, "vocab.txt")]
     keras.backend.clear_session()
-    glue.main(argv + init + ["--output_dir", str(out), "--do_train", "--do_predict",
+    glue_command.main(argv + init + ["--output_dir", str(out), "--do_train", "--do_predict",
                              "--jit_compile=false", "--seed", "1",
                              "--predict_batch_size", "64"])
     return out

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from bert_tf.task_models import BertTokenClassifier
-from tasks import conlleval, ner
+from tasks import conlleval
+from tasks import ner as ner_command
+from tasks.families import ner
 
 # ----------------------------------------------------------------------------- data
 
@@ -158,7 +160,7 @@ def test_reader_errors_name_file_and_line(tmp_path, text, message):
 def test_cli_bad_file_exits_with_one_line(tmp_path, capsys, minilm_dir):
     bad = write(tmp_path / "bad.txt", "EU B-ORG\nx\n")
     with pytest.raises(SystemExit) as exit_info:
-        ner.main(["--output_dir", str(tmp_path / "out"), "--do_train", "--train_file", bad,
+        ner_command.main(["--output_dir", str(tmp_path / "out"), "--do_train", "--train_file", bad,
                   "--init_checkpoint", str(minilm_dir)])
     assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip()
@@ -283,7 +285,7 @@ def test_cli_trains_predicts_and_writes_conll(tmp_path, minilm_dir):
     train = make_conll(str(tmp_path / "train.txt"), 40, TRAIN_ENTITIES, 1, columns=4)
     test = make_conll(str(tmp_path / "test.txt"), 12, HELD_OUT_ENTITIES, 2, columns=2)
     out = str(tmp_path / "out")
-    metrics = ner.main(["--output_dir", out, "--bert_config_file", config,
+    metrics = ner_command.main(["--output_dir", out, "--bert_config_file", config,
                         "--vocab_file", os.path.join(minilm_dir, "vocab.txt"),
                         "--do_train", "--train_file", train, "--do_eval", "--eval_file", test,
                         "--do_predict", "--predict_file", test, "--max_seq_length", "24",
@@ -311,7 +313,7 @@ def test_cli_trains_predicts_and_writes_conll(tmp_path, minilm_dir):
     with open(os.path.join(out, "ner_config.json")) as f:
         assert json.load(f)["labels"][0] == "O"
     os.rename(os.path.join(out, "predictions.txt"), os.path.join(out, "first.txt"))
-    ner.main(["--output_dir", out, "--do_predict", "--predict_file", test,
+    ner_command.main(["--output_dir", out, "--do_predict", "--predict_file", test,
               "--max_seq_length", "24"])
     with open(os.path.join(out, "predictions.txt"), encoding="utf-8") as f:
         assert f.read().split("\n") == written
@@ -377,7 +379,7 @@ def test_feature_based_minilm_tags_unseen_entities(tmp_path, minilm_dir):
     the classifier trained (lr 1e-3). Measured: see tasks/README.md."""
     train = make_conll(str(tmp_path / "train.txt"), 320, TRAIN_ENTITIES, 1, columns=4)
     dev = make_conll(str(tmp_path / "dev.txt"), 80, HELD_OUT_ENTITIES, 2, columns=2)
-    metrics = ner.main([
+    metrics = ner_command.main([
         "--output_dir", str(tmp_path / "out"), "--do_train", "--train_file", train,
         "--do_eval", "--eval_file", dev, "--max_seq_length", "16", "--train_batch_size", "16",
         "--eval_batch_size", "80", "--learning_rate", "1e-3", "--num_train_epochs", "1",
@@ -440,7 +442,7 @@ def test_chinese_cli_predictions_equal_the_raw_text_signature(tmp_path, minilm_d
     held_out = zh_sentences(12, ZH_HELD_OUT_ENTITIES, 2)
     test = write_zh_conll(tmp_path / "test.txt", held_out)
     out = str(tmp_path / "out")
-    ner.main(["--output_dir", out, "--bert_config_file", config,
+    ner_command.main(["--output_dir", out, "--bert_config_file", config,
               "--vocab_file", os.path.join(minilm_dir, "vocab.txt"), "--do_train",
               "--train_file", train, "--do_predict", "--predict_file", test,
               "--max_seq_length", "16", "--train_batch_size", "8", "--num_train_epochs", "1"])

@@ -14,8 +14,11 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf.task_models import FEATURE_LAYERS, BertTokenClassifier, feature_layer_indexes
-from tasks import conlleval, frozen_features, ner
+from bert_tf.task_layers import FEATURE_LAYERS, feature_layer_indexes
+from bert_tf.task_models import BertTokenClassifier
+from tasks import conlleval, frozen_features
+from tasks import ner as ner_command
+from tasks.families import ner
 from tests.test_ner import HELD_OUT_ENTITIES, TRAIN_ENTITIES, make_conll
 
 LABELS = ["O", "B-LOC", "B-ORG", "B-PER", "I-LOC", "I-ORG", "I-PER"]
@@ -185,7 +188,7 @@ def test_cache_key_changes_with_what_the_features_depend_on(tmp_path, minilm_dir
 
 
 def ner_cli(out, dev, *flags):
-    return ner.main(["--output_dir", out, "--do_predict", "--predict_file", dev,
+    return ner_command.main(["--output_dir", out, "--do_predict", "--predict_file", dev,
                      "--max_seq_length", "24", "--eval_batch_size=64",
                      "--predict_batch_size=64", *flags])
 
@@ -257,7 +260,7 @@ def test_cached_features_give_the_uncached_results(tmp_path, minilm_dir, capsys)
 ])
 def test_bad_feature_flags_exit_with_one_line(tmp_path, capsys, flags, message):
     with pytest.raises(SystemExit) as exit_info:
-        ner.main(["--output_dir", str(tmp_path / "out"), "--do_train", "--train_file",
+        ner_command.main(["--output_dir", str(tmp_path / "out"), "--do_train", "--train_file",
                   "train.txt", *flags])
     assert exit_info.value.code == 1
     assert capsys.readouterr().err.strip().splitlines() == [f"error: {message}"]

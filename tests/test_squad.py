@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from bert_tf.task_models import BertSpanLabeler
-from tasks import squad, squad_metrics, squad_postprocess
+from tasks import squad_metrics, squad_postprocess
+from tasks import squad as squad_command
+from tasks.families import squad
 
 # ----------------------------------------------------------------------------- data
 
@@ -497,7 +499,7 @@ def test_reader_errors_name_the_file_and_place(tmp_path, capsys, minilm_dir):
         squad.read_squad_examples(wrong)
     # The CLI: one line on stderr and a non-zero exit.
     with pytest.raises(SystemExit) as exit_info:
-        squad.main(["--output_dir", str(tmp_path / "out"), "--do_train",
+        squad_command.main(["--output_dir", str(tmp_path / "out"), "--do_train",
                     "--train_file", missing, "--init_checkpoint", str(minilm_dir)])
     assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip()
@@ -555,7 +557,7 @@ def test_cli_v2_predictions_null_odds_and_tuned_threshold(tmp_path, minilm_dir):
     out = str(tmp_path / "out")
     shape = ["--max_seq_length", "48", "--max_query_length", "16", "--doc_stride", "8",
              "--version_2_with_negative", "--predict_batch_size", "16"]
-    metrics = squad.main(["--output_dir", out, "--bert_config_file", config, "--vocab_file",
+    metrics = squad_command.main(["--output_dir", out, "--bert_config_file", config, "--vocab_file",
                           os.path.join(minilm_dir, "vocab.txt"), "--do_train", "--do_eval",
                           "--do_predict", "--train_file", train, "--predict_file", dev,
                           "--train_batch_size", "8", "--num_train_epochs", "1"] + shape)
@@ -584,7 +586,7 @@ def test_cli_v2_predictions_null_odds_and_tuned_threshold(tmp_path, minilm_dir):
 
     # Predicting again from output_dir alone uses the tuned threshold, and its F1 is the
     # best F1 the search promised.
-    squad.main(["--output_dir", out, "--do_predict", "--predict_file", dev] + shape)
+    squad_command.main(["--output_dir", out, "--do_predict", "--predict_file", dev] + shape)
     with open(os.path.join(out, "predictions.json")) as f:
         tuned_preds = json.load(f)
     assert all((tuned_preds[q] == "") == (odds[q] > tuned) for q in ids)
@@ -605,7 +607,7 @@ def test_chinese_cli_predictions_equal_the_raw_text_signature(tmp_path, minilm_d
     dev = write_zh_squad(tmp_path / "dev.json", 12, ZH_QA_HELD_OUT, 2)
     out = str(tmp_path / "out")
     shape = ["--max_seq_length", "32", "--max_query_length", "12", "--doc_stride", "6"]
-    squad.main(["--output_dir", out, "--bert_config_file", config, "--vocab_file",
+    squad_command.main(["--output_dir", out, "--bert_config_file", config, "--vocab_file",
                 os.path.join(minilm_dir, "vocab.txt"), "--do_train", "--do_predict",
                 "--train_file", train, "--predict_file", dev, "--train_batch_size", "8",
                 "--num_train_epochs", "1"] + shape)

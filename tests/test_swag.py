@@ -10,8 +10,11 @@ import random
 import numpy as np
 import pytest
 
+from bert_tf.input_names import INPUT_NAMES
 from bert_tf.task_models import BertMultipleChoice
-from tasks import glue, metrics, swag
+from tasks import metrics
+from tasks import swag as swag_command
+from tasks.families import glue, swag
 
 HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
           "ending0", "ending1", "ending2", "ending3", "label"]
@@ -63,7 +66,7 @@ def test_cli_bad_input_one_line(tmp_path, capsys, minilm_dir):
     path = write_csv(tmp_path / "train.csv", HEADER,
                      [official_row(0, "x", "y", ["a", "b", "c", "d"], 9)])
     with pytest.raises(SystemExit) as e:
-        swag.main(["--train_file", str(path), "--output_dir", str(tmp_path / "out"),
+        swag_command.main(["--train_file", str(path), "--output_dir", str(tmp_path / "out"),
                    "--do_train", "--init_checkpoint", str(minilm_dir)])
     assert e.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
@@ -94,7 +97,7 @@ def test_preprocessing_packs_each_choice_like_a_pair(tokenizer):
     for b in range(2):
         for c in range(4):
             want = reference_pack(tokenizer, contexts[b], f"{starts[b]} {endings[b][c]}", seq)
-            for name, values in zip(glue.INPUT_NAMES, want):
+            for name, values in zip(INPUT_NAMES, want):
                 assert got[name][b, c].numpy().tolist() == values, (b, c, name)
 
     examples = [swag.SwagExample(str(i), contexts[i % 2], starts[i % 2], endings[i % 2], i % 4)
@@ -187,7 +190,7 @@ def test_swag_learns_from_minilm_not_from_random(tmp_path, minilm_dir):
             "--bert_config_file", os.path.join(minilm_dir, "config.json"),
             "--vocab_file", os.path.join(minilm_dir, "vocab.txt")]
         keras.backend.clear_session()
-        swag.main(["--data_dir", str(tmp_path), "--output_dir", str(out), "--do_train",
+        swag_command.main(["--data_dir", str(tmp_path), "--output_dir", str(out), "--do_train",
                    "--do_predict", "--max_seq_length", "16", "--train_batch_size", "8",
                    "--learning_rate", "2e-4", "--num_train_epochs", "3", "--seed", "1",
                    "--predict_batch_size", "16", "--jit_compile=false"] + init)

@@ -88,6 +88,6 @@ def test_same_cut_as_google_basic_tokenizer():
     ("S-PER", 4, ["B-PER", "I-PER", "I-PER", "E-PER"]),
 ])
 def test_ner_tags_continue_over_units_and_merge_back(tag, n, expected):
-    from tasks import ner
+    from tasks.families import ner
     assert ner.continue_tag(tag, n) == expected
     assert ner.word_tag(expected) == tag

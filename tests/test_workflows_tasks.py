@@ -305,7 +305,8 @@ def test_smaller_vocabulary_than_the_embedding_table_is_noted(tmp_path, capsys):
 # ------------------------------------------------ 6. no room for the text of a pair
 
 def test_max_seq_length_without_room_for_the_texts_is_refused(files, tmp_path, capsys):
-    from tasks import driver, glue
+    from tasks import driver
+    from tasks.families import glue
     pair = tmp_path / "pairs.tsv"
     pair.write_text("sentence\tother\tlabel\n" + "".join(
         f"good film {i}\tbad plot\t{i % 2}\n" for i in range(8)))

@@ -1,0 +1,403 @@
+"""GLUE and user-defined sentence (pair) classification and regression: the family's
+datasets, loss and metrics, predictions, and `ClassificationTask` for tasks/driver.py
+(readers: tasks/glue_data.py; model: bert_tf.BertClassifier; serving:
+export.serving.ClassifierModule; command line: tasks/glue.py).
+
+    python -m tasks.glue --task_name=mrpc --data_dir=glue_data/MRPC \\
+        --init_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt --output_dir=runs/mrpc \\
+        --do_train --do_eval --do_predict
+    python -m tasks.glue --task_name=sst2 --tfds_data_dir=~/tensorflow_datasets ...
+    python -m tasks.glue --task_name=custom --train_file=train.csv --dev_file=dev.csv \\
+        --test_file=test.jsonl --text_a_column=review --label_column=stars ...
+
+Data: the official GLUE TSV files (train.tsv, dev.tsv / dev_matched.tsv +
+dev_mismatched.tsv for MNLI, test*.tsv without labels), read by header name, as GLUE
+ships them (tab-separated, no quoting: the texts contain bare quote characters); or a
+tensorflow-datasets `glue/*` dataset already prepared under --tfds_data_dir (this command
+never downloads); or, with --task_name=custom, the user's .tsv/.csv/.jsonl files with
+named columns and label names taken from the training file or --labels.
+
+Bad rows (wrong number of fields, empty text, unknown label) are skipped, counted and
+reported per file with the first place each problem occurred (--bad_rows=skip, the
+default), or stop the run with one line naming file and line (--bad_rows=error).
+
+Model: dropout + dense(K) on the pooled [CLS] output, cross-entropy; STS-B (and
+--regression) is one output trained with mean squared error. Metrics are GLUE's own per
+task (tasks/metrics.py). --do_predict writes GLUE's submission file (e.g. MNLI-m.tsv:
+"index<TAB>prediction") and `<split>_results.tsv` with the class probabilities.
+
+What the run leaves in --output_dir (bert_tf/run_dir.py): glue_config.json (task, label
+names, text inputs, sequence length), bert_config.json, vocab.txt, best/last weights.
+`bert_tf.load_task_model(output_dir)` rebuilds the model and `bert_tf.preprocessor.BertPreprocessor`
+the raw-text -> inputs step from them.
+"""
+
+import dataclasses
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import batching
+from bert_tf.task_models import BertClassifier, loss_scaled
+from bert_tf.files import atomic_write
+from bert_tf.preprocessor import BertPreprocessor
+from export.serving import ClassifierModule
+from tasks import driver, metrics
+from tasks.task import Task, family
+# The readers, as tasks.glue.<name> too (Example: what they return).
+from tasks.glue_data import (GLUE_TASKS, TASK_NAMES, DataError, Example,  # noqa: F401
+                             finish_report, glue_split_path, label_names_from,
+                             read_custom_file, read_glue_tfds, read_glue_tsv,
+                             tfds_dataset_dir)
+from tasks.keras_metrics import ConfusionMatrixMetric, PearsonMetric
+from tasks.outputs import predict_outputs, softmax
+
+
+# ----------------------------------------------------------------------------- inputs
+
+def encode_labels(examples, labels):
+    """Label strings -> int32 class ids [N] (labels: class-id order); regression
+    (labels None) -> float32 scores [N]; unlabelled -> zeros."""
+    if any(e.label is None for e in examples):
+        return np.zeros(len(examples), np.float32 if labels is None else np.int32)
+    if labels is None:
+        return np.asarray([e.label for e in examples], np.float32)
+    index = {name: i for i, name in enumerate(labels)}
+    return np.asarray([index[e.label] for e in examples], np.int32)
+
+
+def make_dataset(examples, preprocessor, batch_size, pair, label_ids=None,
+                 training=False, seed=0, output_name="logits", length_batching="off",
+                 repeat=True):
+    """tf.data of (inputs, label[, weight]) batches, tokenized in the pipeline.
+
+    training: shuffled, repeated, full batches of (inputs, label).
+    otherwise: in order, padded with empty examples of weight 0 to whole batches, as
+    google's run_classifier pads for TPUs: every batch has one shape, so a jit-compiled
+    model compiles once; yields (inputs, label, weight) and the padded tail is sliced
+    off predictions (`predict_outputs`). Labels are keyed by the model's output_name
+    ("logits", or "score" for regression). length_batching: a bert_tf.batching mode.
+    repeat=False (training): one pass, each example exactly once (length buckets flush
+    their last, smaller batches at the end).
+    """
+    n = len(examples)
+    labels = np.zeros(n, np.int32) if label_ids is None else np.asarray(label_ids)
+    texts_a = [e.text_a for e in examples]
+    texts_b = [e.text_b or "" for e in examples] if pair else None
+    weights = np.ones(n, np.float32)
+    if not training:
+        pad = -n % batch_size
+        # Keras averages a loss over batch slots, padding included; weighting the real
+        # examples by slots / n makes its val_loss the mean over real examples. (The
+        # count-based metrics are ratios, unchanged by a common factor.)
+        weights *= (n + pad) / n
+        texts_a += [""] * pad
+        texts_b = texts_b + [""] * pad if pair else None
+        labels = np.concatenate([labels, np.zeros(pad, labels.dtype)])
+        weights = np.concatenate([weights, np.zeros(pad, np.float32)])
+    texts = {"text_a": tf.constant(texts_a, tf.string)}
+    if pair:
+        texts["text_b"] = tf.constant(texts_b, tf.string)
+    ds = tf.data.Dataset.from_tensor_slices((texts, labels, weights))
+    if training:
+        ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+        ds = ds.repeat() if repeat else ds
+    ds = ds.batch(batch_size, drop_remainder=repeat)
+
+    def pack(texts, label, weight):
+        inputs = preprocessor(texts["text_a"], texts.get("text_b"))
+        label = {output_name: label}
+        return (inputs, label) if training else (inputs, label, {output_name: weight})
+    ds = ds.map(pack, num_parallel_calls=tf.data.AUTOTUNE)
+    ds = batching.rebatch(ds, batch_size, length_batching, preprocessor.packer.seq_length,
+                          drop_remainder=repeat, seed=seed)
+    return batching.finish(ds)
+
+
+# ----------------------------------------------------------------------------- model
+
+def monitored_metric(task_name, regression, num_classes):
+    """The validation metric that picks best.weights.h5: the task's first official GLUE
+    metric (accuracy for custom classifiers, Pearson for regression)."""
+    if regression:
+        return "pearson"
+    name = metrics.GLUE_METRICS.get(task_name, ("accuracy",))[0]
+    return "accuracy" if name == "f1" and num_classes != 2 else name
+
+
+def compile_classifier(model, optimizer, num_classes, monitor, jit_compile=False):
+    """Cross-entropy (MSE when num_classes == 1) plus the monitored metric, weighted (so
+    padded evaluation examples count for nothing)."""
+    import keras
+    if num_classes == 1:
+        loss = {"score": keras.losses.MeanSquaredError()}
+        weighted = {"score": [PearsonMetric(name=monitor)]}
+    else:
+        loss = {"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
+        weighted = {"logits": [ConfusionMatrixMetric(monitor, num_classes, name=monitor)]}
+    model.compile(optimizer=loss_scaled(model, optimizer), loss=loss,
+                  weighted_metrics=weighted, jit_compile=jit_compile)
+    return model
+
+
+# ----------------------------------------------------------------------------- outputs
+
+def postprocess(outputs, labels):
+    """Model outputs (numpy) -> predictions.
+
+    classification (labels: names in class-id order): {"label_ids": int [N],
+      "labels": [N] names, "probabilities": float [N, K]}
+    regression (labels None): {"scores": float [N]}
+    """
+    if labels is None:
+        return {"scores": np.asarray(outputs["score"], np.float64).reshape(-1)}
+    probabilities = softmax(outputs["logits"])
+    ids = probabilities.argmax(axis=-1)
+    return {"label_ids": ids, "labels": [labels[i] for i in ids],
+            "probabilities": probabilities}
+
+
+def score_predictions(task_name, predictions, gold, num_classes):
+    """Official metrics (GLUE tasks) or the custom set, plus the loss."""
+    if "scores" in predictions:
+        values = metrics.regression_metrics(gold, predictions["scores"])
+        if task_name in metrics.GLUE_METRICS:
+            values.update(metrics.glue_metrics(task_name, gold, predictions["scores"]))
+        values["loss"] = values.pop("mse")
+        return values
+    ids = predictions["label_ids"]
+    if task_name in metrics.GLUE_METRICS:
+        values = metrics.glue_metrics(task_name, gold, ids)
+        values.setdefault("accuracy", metrics.accuracy(gold, ids))
+    else:
+        values = metrics.classification_metrics(gold, ids, num_classes)
+    p = predictions["probabilities"][np.arange(len(gold)), np.asarray(gold, np.int64)]
+    values["loss"] = float(-np.mean(np.log(np.maximum(p, 1e-12))))
+    return values
+
+
+def format_prediction(predictions, i):
+    """The text GLUE's submission expects for row i: the label string, or the STS-B
+    score clipped to its 0-5 range."""
+    if "scores" in predictions:
+        return f"{min(max(predictions['scores'][i], 0.0), 5.0):.3f}"
+    return predictions["labels"][i]
+
+
+def write_predictions(path, examples, predictions, labels, header_first="index"):
+    """TSV: index, prediction, then one probability column per label (classification).
+    Temp name, then rename."""
+    with atomic_write(path) as f:
+        columns = [header_first, "prediction"]
+        if labels is not None:
+            columns += [f"probability_{name}" for name in labels]
+        f.write("\t".join(columns) + "\n")
+        for i, example in enumerate(examples):
+            row = [example.guid, format_prediction(predictions, i)]
+            if labels is not None:
+                row += [f"{p:.6f}" for p in predictions["probabilities"][i]]
+            f.write("\t".join(row) + "\n")
+
+
+def write_submission(path, examples, predictions):
+    """GLUE's submission format: header "index<TAB>prediction", one row per test row."""
+    with atomic_write(path) as f:
+        f.write("index\tprediction\n")
+        for i, example in enumerate(examples):
+            f.write(f"{example.guid}\t{format_prediction(predictions, i)}\n")
+
+
+# ----------------------------------------------------------------------------- task
+
+CUSTOM_COLUMNS = {"text_a_column": "sentence", "text_b_column": None,
+                  "label_column": "label"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassificationConfig(driver.FineTuneConfig):
+    """FineTuneConfig + where the data is (a GLUE task, or --task_name=custom files)."""
+    task_name: str = "custom"
+    data_dir: str = None
+    tfds_data_dir: str = None
+    train_file: str = None
+    dev_file: str = None
+    test_file: str = None
+    text_a_column: str = None
+    text_b_column: str = None
+    label_column: str = None
+    has_header: bool = True
+    labels: str = None
+    regression: bool = False
+    bad_rows: str = "skip"
+
+
+@family
+class ClassificationTask(Task):
+    """GLUE tasks and the user's sentence (pair) classification/regression files, for
+    tasks.driver. glue_config.json keeps the label names, the text inputs and, for custom
+    data, the columns, so later runs and export read files and outputs the same way."""
+
+    export_name = "classification"           # python -m export.saved_model --task classification
+    model_class = BertClassifier
+    serving_module = ClassifierModule
+
+    def check(self, config):
+        super().check(config)
+        if config.task_name == "custom":
+            for flag, name in (("do_train", "train_file"), ("do_eval", "dev_file"),
+                               ("do_predict", "test_file")):
+                if getattr(config, flag) and not getattr(config, name):
+                    raise ValueError(f"--task_name=custom --{flag} needs --{name}")
+        elif not (config.data_dir or config.tfds_data_dir):
+            raise ValueError(f"--task_name={config.task_name} needs --data_dir (GLUE TSV "
+                             f"files) or --tfds_data_dir (prepared tfds "
+                             f"glue/{config.task_name})")
+
+    def _columns(self, config, saved=None):
+        """Custom column flags not given: the trained run's (saved), else the defaults."""
+        columns = (saved or {}).get("columns") or {}
+        return config.replace(**{name: columns.get(name, default)
+                                 for name, default in CUSTOM_COLUMNS.items()
+                                 if getattr(config, name) is None})
+
+    def restore(self, config, saved):
+        if saved["task_name"] != config.task_name:
+            raise ValueError(f"{config.output_dir} holds a {saved['task_name']} model, not "
+                             f"{config.task_name}")
+        config = self._columns(super().restore(config, saved), saved)
+        pair = len(saved["text_inputs"]) == 2
+        if config.task_name == "custom" and pair != (config.text_b_column is not None):
+            raise ValueError(f"{config.output_dir} holds a "
+                             f"{'sentence-pair' if pair else 'single-sentence'} model; "
+                             f"--text_b_column must {'name' if pair else 'not name'} a "
+                             f"second text column")
+        self._reader(config, saved["labels"], saved["regression"], pair)
+        return config
+
+    def training_config(self, config):
+        return self._columns(config)
+
+    def text_segments(self, config):
+        task = GLUE_TASKS.get(config.task_name)
+        return 2 if (task.pair if task else config.text_b_column is not None) else 1
+
+    def _reader(self, config, labels, regression, pair):
+        self.glue = GLUE_TASKS.get(config.task_name)             # None for custom data
+        self.labels, self.regression, self.pair = labels, regression, pair
+        self.tfds_dir = tfds_dataset_dir(config.tfds_data_dir, self.glue) \
+            if self.glue and config.tfds_data_dir and not config.data_dir else None
+
+    def splits(self, kind):
+        """Split names of kind "train", "dev" or "test"."""
+        if self.glue is None or kind == "train":
+            return [kind]
+        return list(self.glue.dev_splits if kind == "dev" else self.glue.test_splits)
+
+    def read(self, config, split, with_labels=True):
+        if self.glue is None:
+            path = {"train": config.train_file, "dev": config.dev_file,
+                    "test": config.test_file}[split]
+            examples, report = read_custom_file(
+                path, config.text_a_column, config.text_b_column,
+                config.label_column if with_labels else None, self.labels, self.regression,
+                config.has_header, config.bad_rows)
+        elif self.tfds_dir:
+            examples, report = read_glue_tfds(self.tfds_dir, self.glue, split, with_labels,
+                                              config.bad_rows)
+        else:
+            examples, report = read_glue_tsv(
+                glue_split_path(config.data_dir, self.glue, split), self.glue, with_labels,
+                config.bad_rows)
+        return finish_report(report, examples)
+
+    def read_train(self, config, tokenizer):
+        task = GLUE_TASKS.get(config.task_name)
+        regression = task.regression if task else config.regression
+        labels = None
+        if not regression:
+            labels = list(task.labels) if task else \
+                [s.strip() for s in config.labels.split(",")] if config.labels else None
+        self._reader(config, labels, regression,
+                     task.pair if task else config.text_b_column is not None)
+        train = self.read(config, "train")
+        if labels is None and not regression:
+            self.labels = label_names_from(train)
+            print(f"labels (class-id order): {', '.join(self.labels)}", flush=True)
+        if not regression and len(self.labels) < 2:
+            raise DataError(f"{config.train_file or config.data_dir}: one label only "
+                            f"({self.labels[0]!r}); a classifier needs two or more")
+        return train
+
+    def settings(self, config, train):
+        extra = {}
+        if config.task_name == "custom":
+            extra["columns"] = {name: getattr(config, name) for name in CUSTOM_COLUMNS}
+        return BertClassifier.settings(
+            None if self.regression else self.labels, config.max_seq_length,
+            config.do_lower_case, ("text_a", "text_b") if self.pair else ("text_a",),
+            config.task_name, **extra)
+
+    def read_eval(self, config, settings, tokenizer):
+        self.preprocessor = BertPreprocessor(tokenizer, config.max_seq_length)
+        return {split: self.read(config, split) for split in self.splits("dev")} \
+            if config.do_eval else None
+
+    def validation(self, evaluation):
+        return next(iter(evaluation.values()))
+
+    def build_model(self, encoder, config, settings, train=None):
+        # Regression starts from the mean training score (see BertClassifier).
+        bias = float(np.mean([e.label for e in train])) if self.regression and train \
+            else 0.0
+        return BertClassifier(encoder, settings["num_classes"], output_bias=bias)
+
+    def monitor(self, settings):
+        return monitored_metric(settings["task_name"], settings["regression"],
+                                settings["num_classes"]), "max"
+
+    def compile(self, model, optimizer, config, jit_compile):
+        compile_classifier(model, optimizer, model.num_classes,
+                           monitored_metric(config.task_name, self.regression,
+                                            model.num_classes), jit_compile)
+
+    def dataset(self, examples, config, settings, training, batch_size=None,
+                with_labels=True):
+        batch_size = batch_size or driver.batch_size(config, training)
+        return make_dataset(
+            examples, self.preprocessor, batch_size, self.pair,
+            encode_labels(examples, self.labels) if with_labels else None,
+            training=training, seed=config.seed,
+            output_name="score" if self.regression else "logits",
+            length_batching=driver.length_batching(config, training))
+
+    def evaluate(self, model, evaluation, config, settings):
+        results = {}
+        for split, examples in evaluation.items():
+            outputs = predict_outputs(model, self.dataset(examples, config, settings, False),
+                                      len(examples))
+            values = score_predictions(config.task_name, postprocess(outputs, self.labels),
+                                       encode_labels(examples, self.labels),
+                                       settings["num_classes"])
+            prefix = "eval" if split == "dev" else "eval_" + split.replace("dev_", "")
+            results.update({f"{prefix}_{k}": v for k, v in values.items()})
+            results[f"{prefix}_num_examples"] = len(examples)
+        return results
+
+    def predict(self, model, config, settings, tokenizer):
+        for split in self.splits("test"):
+            examples = self.read(config, split, with_labels=False)
+            outputs = predict_outputs(
+                model, self.dataset(examples, config, settings, False,
+                                    config.predict_batch_size, with_labels=False),
+                len(examples))
+            predictions = postprocess(outputs, self.labels)
+            write_predictions(os.path.join(config.output_dir, f"{split}_results.tsv"),
+                              examples, predictions, self.labels)
+            if self.glue is not None:
+                write_submission(os.path.join(config.output_dir,
+                                              self.glue.submission_name(split)),
+                                 examples, predictions)
+            print(f"{split}: {len(examples)} predictions written to {config.output_dir}",
+                  flush=True)
+        return {}

@@ -1,0 +1,533 @@
+"""Named-entity recognition on CoNLL files: reader, first-piece labelling, model,
+`NerTask` for tasks/driver.py (serving: export/ner.py; command line: tasks/ner.py).
+
+    python -m tasks.ner --init_checkpoint=MODEL_DIR --output_dir=out \
+        --do_train --train_file=eng.train --do_eval --eval_file=eng.testa \
+        --do_predict --predict_file=eng.testb \
+        [--feature_based [--feature_layers=sum_last_four] [--feature_head=bilstm]]
+
+Files are CoNLL-2003's four columns (word POS chunk NER), two (word tag), or any other
+number with the word first and the tag last; a file of words alone can be predicted.
+Sentences are separated by blank lines; "-DOCSTART-" lines are kept in the output and
+ignored otherwise. Chinese sets (MSRA, People's Daily, Weibo NER) come one character per
+line in this layout, and are read the same way.
+
+The model labels *units*: each file word cut as google's BasicTokenizer cuts text
+(bert_tf.words: every punctuation character and CJK ideograph alone), so that training
+files, raw texts (the NER signature, `split_words`) and the tokenizer agree on where words
+start, whatever the script. A word of several units ("U.S.", a segmented Chinese word
+"北京市") gives its tag to the first unit and continues it over the others (B-LOC ->
+B-LOC I-LOC ...; S-/E- as IOBES needs); predictions are read per unit and merged back into
+one tag per file word (`word_tag`, the inverse). Each unit is tokenized alone (exact for
+google's tokenizer) and its label goes on its first word piece; the other pieces, [CLS],
+[SEP] and padding are left out of the loss and the prediction. A sentence longer than the
+sequence is cut into consecutive pieces at unit boundaries.
+
+Scores are conlleval's entity-level P/R/F1 (tasks/conlleval.py) on the file's words.
+--do_predict writes `predictions.txt`: every input line with the predicted tag appended
+(so the gold and the prediction are the last two columns, conlleval's input format).
+
+--feature_based: the paper's feature-based recipe (section 5.3, Table 7): the encoder is
+frozen and runs without dropout; the head reads the layers --feature_layers chooses (the
+embeddings, the second-to-last or last layer, a learned weighted sum of the last four or
+of all layers, or the last four concatenated: the default) and is --feature_head: one
+dense layer (linear, the default) or the paper's two-layer BiLSTM before it (bilstm,
+--feature_lstm_units per direction). The encoder runs once over each file: its features
+are kept in OUTPUT_DIR/feature_cache/ (tasks/frozen_features.py says what the files are
+keyed by), and only the head runs at each step (--cache_features=false: the whole model
+runs, the same numbers).
+
+Why one file: the reader's units, create_features' first pieces and IGNORE labels,
+word_tags' read-back and write_predictions' lines are one path from a file's lines to
+predictions.txt, each step relying on the one before's conventions, and NerTask's hooks
+are that path in order; export/ner.py repeats it in the graph against this one reading.
+"""
+
+import collections
+import dataclasses
+import os
+import re
+
+import keras
+import numpy as np
+
+from bert_tf import words as text_words
+from bert_tf.cli import check_seq_length
+from bert_tf.files import atomic_write, read_text
+from bert_tf.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS, FEATURE_HEADS,
+                                  FEATURE_LAYERS)
+from bert_tf.task_models import BertTokenClassifier, loss_scaled
+from export.ner import NerModule
+from tasks import conlleval, driver, frozen_features
+from tasks.task import Task, family
+
+DOCSTART = "-DOCSTART-"
+_TAG = re.compile(r"^(O|[BIES]-\S+)$")
+IGNORE = -1      # label id of positions outside the loss: non-first pieces, specials, pad
+
+
+# ----------------------------------------------------------------------------- reading
+
+@dataclasses.dataclass
+class Sentence:
+    """words: list of str; tags: list of str or None (unlabelled file); lines: the
+    original text lines (for writing predictions back); line_numbers: 1-based.
+
+    Derived: units (list of str, every word cut by bert_tf.words), unit_word (the word
+    index of each unit) and unit_tags (each word's tag continued over its units; None for
+    an unlabelled file)."""
+    words: list
+    tags: list
+    lines: list = None
+    line_numbers: list = None
+
+    def __post_init__(self):
+        self.units, self.unit_word = [], []
+        self.unit_tags = [] if self.tags is not None else None
+        for w, word in enumerate(self.words):
+            cut = text_words.words(word) or [word]
+            self.units.extend(cut)
+            self.unit_word.extend([w] * len(cut))
+            if self.tags is not None:
+                self.unit_tags.extend(continue_tag(self.tags[w], len(cut)))
+
+
+def continue_tag(tag, n):
+    """A word's tag -> the tags of its n units: B-X -> B-X I-X ..., I-X -> I-X ...,
+    E-X -> I-X ... E-X, S-X -> B-X I-X ... E-X, O -> O ...; a one-unit word keeps its tag."""
+    if n == 1 or tag == "O":
+        return [tag] * n
+    prefix, kind = tag[0], tag[2:]
+    first = "B-" + kind if prefix in "BS" else "I-" + kind
+    last = "E-" + kind if prefix in "ES" else "I-" + kind
+    return [first] + ["I-" + kind] * (n - 2) + [last]
+
+
+def word_tag(unit_tags):
+    """The tags of one word's units -> the word's tag (the inverse of `continue_tag`):
+    the first unit's tag, made S-X / E-X when the units end in E-X."""
+    first, last = unit_tags[0], unit_tags[-1]
+    if len(unit_tags) > 1 and first != "O" and last == "E-" + first[2:]:
+        return ("S-" if first[0] in "BS" else "E-") + first[2:]
+    return first
+
+
+@dataclasses.dataclass
+class ConllFile:
+    """sentences plus `layout`: the original file as a list of items, each a Sentence
+    index, a blank line ("") or a -DOCSTART- line (its text)."""
+    path: str
+    columns: int
+    sentences: list
+    layout: list
+
+
+def read_conll(path):
+    """Reads a CoNLL file: whitespace-separated columns, the word first and the tag last
+    (CoNLL-2003's 4 columns, word + tag, or any other count; one column = words only).
+
+    One clear ValueError naming the file and line for: a line whose number of columns
+    differs from the file's first, a tag that is not O or PREFIX-TYPE (PREFIX one of B,
+    I, E, S), a file that is not UTF-8 or has no sentence.
+    """
+    lines = read_text(path).replace("\r\n", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    columns = None
+    sentences, layout = [], []
+    current = None
+
+    def close():
+        nonlocal current
+        if current is not None:
+            layout.append(len(sentences))
+            sentences.append(Sentence(*current))      # (cuts the words into units)
+            current = None
+
+    for number, line in enumerate(lines, 1):
+        line = line.rstrip("\r")
+        fields = line.split()
+        if not fields:
+            close()
+            layout.append("")
+            continue
+        if fields[0] == DOCSTART:
+            close()
+            layout.append(line)
+            continue
+        if columns is None:
+            columns = len(fields)
+        elif len(fields) != columns:
+            raise ValueError(f"{path}:{number}: {len(fields)} columns, but the file's "
+                             f"first line has {columns}: {line!r}")
+        tag = None
+        if columns > 1:
+            tag = fields[-1]
+            if not _TAG.match(tag):
+                raise ValueError(f"{path}:{number}: malformed tag {tag!r} (expected O or "
+                                 f"B-/I-/E-/S- followed by a type)")
+        if current is None:
+            current = ([], [] if columns > 1 else None, [], [])   # Sentence's fields
+        words, tags, sentence_lines, line_numbers = current
+        words.append(fields[0])
+        if tag is not None:
+            tags.append(tag)
+        sentence_lines.append(line)
+        line_numbers.append(number)
+    close()
+    if not sentences:
+        raise ValueError(f"{path}: no sentences")
+    return ConllFile(path, columns, sentences, layout)
+
+
+def label_list(conll):
+    """Labels of a training file's units: "O" first, then the others sorted."""
+    labels = {t for s in conll.sentences for t in s.unit_tags}
+    return ["O"] + sorted(labels - {"O"})
+
+
+# ----------------------------------------------------------------------------- features
+
+def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_id,
+                    unk_id, pad_id=0):
+    """Sentences -> dict of numpy arrays, one row per (part of a) sentence:
+
+      token_ids, segment_ids, padding_mask  int32 [N, S]   [CLS] pieces [SEP]
+      label_ids                             int32 [N, S]   unit label on its first piece,
+                                                           IGNORE elsewhere
+      word_index                            int32 [N, S]   index of the unit in its
+                                                           sentence on first pieces, else -1
+      sentence_index                        int32 [N]
+
+    word_pieces: one list of piece ids per unit of every sentence, in order (see
+    `tokenize_sentences`). Units the tokenizer deletes entirely (control characters only)
+    become one [UNK], so that every unit has a first piece. Labels not in `labels` get
+    IGNORE (counted as "unknown_label"). Returns (features, report).
+    """
+    label_ids = {label: i for i, label in enumerate(labels)}
+    report = collections.Counter()
+    rows = collections.defaultdict(list)
+    room = max_seq_length - 2
+    w_iter = iter(word_pieces)
+    for s, sentence in enumerate(sentences):
+        pieces = []
+        for _ in sentence.units:
+            ids = list(next(w_iter))
+            if not ids:
+                report["word_without_pieces"] += 1
+                ids = [unk_id]
+            if len(ids) > room:
+                report["word_truncated"] += 1
+                ids = ids[:room]
+            pieces.append(ids)
+        # Consecutive parts of at most `room` pieces, cut between words.
+        parts, part, size = [], [], 0
+        for w, ids in enumerate(pieces):
+            if size + len(ids) > room and part:
+                parts.append(part)
+                part, size = [], 0
+            part.append(w)
+            size += len(ids)
+        parts.append(part)
+        if len(parts) > 1:
+            report["sentence_split"] += 1
+        for part in parts:
+            token_ids = np.full(max_seq_length, pad_id, np.int32)
+            labels_row = np.full(max_seq_length, IGNORE, np.int32)
+            words_row = np.full(max_seq_length, -1, np.int32)
+            token_ids[0] = cls_id
+            position = 1
+            for w in part:
+                token_ids[position:position + len(pieces[w])] = pieces[w]
+                words_row[position] = w
+                if sentence.unit_tags is not None:
+                    tag = sentence.unit_tags[w]
+                    if tag in label_ids:
+                        labels_row[position] = label_ids[tag]
+                    else:
+                        report["unknown_label"] += 1
+                position += len(pieces[w])
+            token_ids[position] = sep_id
+            mask = np.zeros(max_seq_length, np.int32)
+            mask[:position + 1] = 1
+            for key, value in (("token_ids", token_ids),
+                               ("segment_ids", np.zeros(max_seq_length, np.int32)),
+                               ("padding_mask", mask), ("label_ids", labels_row),
+                               ("word_index", words_row), ("sentence_index", s)):
+                rows[key].append(value)
+    features = {k: np.asarray(v, np.int32) for k, v in rows.items()}
+    report["sentences"] = len(sentences)
+    report["features"] = len(features["token_ids"])
+    return features, report
+
+
+def tokenize_sentences(tokenizer, sentences):
+    """Every unit of every sentence tokenized alone -> list of piece-id lists."""
+    units = [u for s in sentences for u in s.units]
+    out = []
+    for i in range(0, len(units), 8192):
+        out.extend(tokenizer.encode(units[i:i + 8192]))
+    return out
+
+
+def featurize(path, tokenizer, labels, max_seq_length, conll=None):
+    """Reads `path` (unless its ConllFile is given) -> (ConllFile, features, report)."""
+    conll = conll or read_conll(path)
+    features, report = create_features(
+        conll.sentences, tokenize_sentences(tokenizer, conll.sentences), labels,
+        max_seq_length, tokenizer.cls_id, tokenizer.sep_id, tokenizer.unk_id,
+        tokenizer.pad_id)
+    print(f"{path}: {dict(sorted(report.items()))}", flush=True)
+    return conll, features, report
+
+
+# ----------------------------------------------------------------------------- model
+
+def compile_ner_model(model, optimizer):
+    """Cross-entropy averaged over the labelled (first) pieces only: IGNORE positions get
+    no loss and do not count in the mean. Under mixed_float16 the optimizer gets dynamic
+    loss scaling (a functional model does not carry its layers' policy, so Keras would
+    not add it by itself)."""
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=IGNORE)
+    model.compile(optimizer=loss_scaled(model, optimizer), loss={"logits": loss})
+
+
+def make_dataset(features, batch_size, training=False, seed=0, with_labels=True,
+                 length_batching="off"):
+    """tf.data of (inputs, {"logits": tags}) batches; length_batching: a bert_tf.batching
+    mode (the per-token tags are cut with the inputs). Features with "frozen" (a frozen
+    encoder's outputs, tasks/frozen_features.py) give the inputs of the model's head
+    alone, {"features", "padding_mask"}, in the batches the token ids would make."""
+    import tensorflow as tf
+
+    from bert_tf import batching
+    n, seq = features["token_ids"].shape
+    if "frozen" in features:
+        ds = frozen_features.rows(features, with_labels, seed if training else None)
+    else:
+        x = {k: features[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+        ds = tf.data.Dataset.from_tensor_slices(
+            (x, {"logits": features["label_ids"]}) if with_labels else x)
+        if training:
+            ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+    ds = batching.batch(ds, batch_size, length_batching, seq,
+                        drop_remainder=training and n >= batch_size, seed=seed)
+    if "frozen" in features:        # batching cut the mask: the features follow it
+        def cut(x, *labels):
+            x = dict(x, features=x["features"][:, :tf.shape(x["padding_mask"])[1]])
+            return (x, *labels) if labels else x
+        ds = ds.map(cut)
+    return batching.finish(ds)
+
+
+# ----------------------------------------------------------------------------- prediction
+
+def word_tags(logits, features, sentences, labels):
+    """Per-piece logits [N, S, K] -> one tag list per sentence, one tag per word: read on
+    each unit's first piece, merged per word (`word_tag`)."""
+    best = np.argmax(logits, axis=-1)                                       # [N, S]
+    unit_tags = [[None] * len(s.units) for s in sentences]
+    rows, cols = np.nonzero(features["word_index"] >= 0)
+    for r, c in zip(rows, cols):
+        unit_tags[features["sentence_index"][r]][features["word_index"][r, c]] = \
+            labels[best[r, c]]
+    tags = []
+    for sentence, predicted in zip(sentences, unit_tags):
+        per_word = [[] for _ in sentence.words]
+        for w, tag in zip(sentence.unit_word, predicted):
+            per_word[w].append(tag)
+        tags.append([word_tag(t) for t in per_word])
+    return tags
+
+
+def entities(tags, word_spans, text):
+    """Tags of the words of `text` -> [{"label", "text", "start_char", "end_char"}].
+
+    word_spans: (start, end) character offsets of each word in `text`, end exclusive.
+    Entities follow conlleval's chunk rules; an entity's characters run from its first
+    word's start to its last word's end (inner whitespace as in `text`).
+    """
+    out = []
+    for first, end, label in conlleval.chunks(tags):
+        start_char, end_char = word_spans[first][0], word_spans[end - 1][1]
+        out.append({"label": label, "text": text[start_char:end_char],
+                    "start_char": start_char, "end_char": end_char})
+    return out
+
+
+def split_words(text):
+    """The words of a raw text (bert_tf.words: whitespace, punctuation and CJK ideographs
+    alone; what the NER signature cuts) -> list of (start, end) character offsets."""
+    return text_words.word_spans(text)
+
+
+def write_predictions(path, conll, predicted):
+    """Every input line + " " + predicted tag, blank and -DOCSTART- lines kept (the latter
+    with " O" added so that every token line has the same columns); temp name, rename."""
+    with atomic_write(path) as f:
+        for item in conll.layout:
+            if isinstance(item, int):
+                for line, tag in zip(conll.sentences[item].lines, predicted[item]):
+                    f.write(f"{line} {tag}\n")
+            elif item:
+                f.write(f"{item} O\n")
+            else:
+                f.write("\n")
+
+
+def predict_tags(model, conll, features, labels, batch_size, length_batching="off"):
+    """Tags of every sentence of a featurized file."""
+    logits = driver.predict_per_token(
+        model, make_dataset(features, batch_size, with_labels=False,
+                            length_batching=length_batching),
+        features["token_ids"].shape[1])["logits"]
+    return word_tags(np.asarray(logits), features, conll.sentences, labels)
+
+
+def _score(name, conll, tags):
+    scores = conlleval.evaluate([s.tags for s in conll.sentences], tags)
+    metrics = {f"{name}_{k}": v for k, v in scores.items()
+               if k in ("precision", "recall", "f1", "accuracy")}
+    for type_, values in scores["per_type"].items():
+        metrics[f"{name}_{type_}_f1"] = values["f1"]
+    return metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class NerConfig(driver.FineTuneConfig):
+    max_seq_length: int = None       # training: 128; later runs: the trained run's
+    train_file: str = None
+    eval_file: str = None
+    predict_file: str = None
+    feature_based: bool = False
+    feature_layers: str = DEFAULT_FEATURE_LAYERS
+    feature_head: str = "linear"
+    feature_lstm_units: int = DEFAULT_LSTM_UNITS
+    cache_features: bool = True
+
+    def feature_settings(self):
+        return {"feature_layers": self.feature_layers, "feature_head": self.feature_head,
+                "feature_lstm_units": self.feature_lstm_units}
+
+
+FEATURE_DEFAULTS = NerConfig("").feature_settings()
+
+
+@family
+class NerTask(Task):
+    """CoNLL NER for tasks.driver: first word piece of each word labelled, entity-level
+    scores (conlleval)."""
+
+    export_name = "ner"           # python -m export.saved_model --task ner
+    model_class = BertTokenClassifier
+    serving_module = NerModule
+    result_format = ".2f"
+
+    def check(self, config):
+        super().check(config)
+        for flag, name in (("do_train", "train_file"), ("do_eval", "eval_file"),
+                           ("do_predict", "predict_file")):
+            if getattr(config, flag) and not getattr(config, name):
+                raise ValueError(f"--{flag} needs --{name}")
+        choices = {"feature_layers": FEATURE_LAYERS, "feature_head": FEATURE_HEADS}
+        for name, value in config.feature_settings().items():
+            if name in choices and value not in choices[name]:
+                raise ValueError(f"--{name} must be one of {', '.join(choices[name])}; "
+                                 f"got {value!r}")
+            if value != FEATURE_DEFAULTS[name] and not config.feature_based:
+                raise ValueError(f"--{name}={value} needs --feature_based")
+        if config.feature_lstm_units < 1:
+            raise ValueError(f"--feature_lstm_units must be >= 1, got "
+                             f"{config.feature_lstm_units}")
+        if config.feature_lstm_units != DEFAULT_LSTM_UNITS and config.feature_head != "bilstm":
+            raise ValueError("--feature_lstm_units needs --feature_head=bilstm")
+
+    def _length(self, config):
+        check_seq_length(config.max_seq_length)
+        return config
+
+    def training_config(self, config):
+        return self._length(config.replace(max_seq_length=config.max_seq_length or 128))
+
+    def restore(self, config, saved):
+        trained = {k: saved.get(k, v) for k, v in FEATURE_DEFAULTS.items()}
+        for name, value in config.feature_settings().items():
+            if value not in (FEATURE_DEFAULTS[name], trained[name]):
+                raise ValueError(f"--{name}={value}, but the run in {config.output_dir} "
+                                 f"was trained with {trained[name]}")
+        return self._length(config.replace(
+            do_lower_case=saved["do_lower_case"], feature_based=saved["feature_based"],
+            **trained,
+            max_seq_length=config.max_seq_length or saved["max_seq_length"],
+            vocab_file=config.vocab_file or os.path.join(config.output_dir, "vocab.txt")))
+
+    def read_train(self, config, tokenizer):
+        conll = read_conll(config.train_file)
+        if conll.columns == 1:
+            raise ValueError(f"{config.train_file}: no tags to train on (one column)")
+        self.labels = label_list(conll)
+        return featurize(config.train_file, tokenizer, self.labels, config.max_seq_length,
+                         conll)[1]
+
+    def num_examples(self, features):
+        return len(features["token_ids"])
+
+    def settings(self, config, train):
+        return BertTokenClassifier.settings(
+            self.labels, config.max_seq_length, config.do_lower_case, config.feature_based,
+            **config.feature_settings())
+
+    def read_eval(self, config, settings, tokenizer):
+        if not config.do_eval:
+            return None
+        return featurize(config.eval_file, tokenizer, settings["labels"],
+                         config.max_seq_length)[:2]
+
+    def validation(self, evaluation):
+        return evaluation[1]
+
+    def build_model(self, encoder, config, settings, train=None):
+        return self.model_class.from_settings(encoder, settings)  # as load_task_model does
+
+    def compile(self, model, optimizer, config, jit_compile):
+        compile_ner_model(model, optimizer)
+
+    def _cached(self, model, config, features):
+        """(the model to run, its features): with --feature_based and --cache_features,
+        the head alone on the frozen encoder's features (computed once, kept on disk)."""
+        if not (model.feature_based and config.cache_features):
+            return model, features
+        return frozen_features.head_and_features(
+            model, features, os.path.join(config.output_dir, "feature_cache"),
+            config.eval_batch_size)
+
+    def trainer(self, model, train, validation, config, settings):
+        head, train = self._cached(model, config, train)
+        if head is not model:
+            compile_ner_model(head, model.optimizer)
+            if validation is not None:
+                validation = self._cached(model, config, validation)[1]
+        return head, train, validation
+
+    def dataset(self, features, config, settings, training):
+        return make_dataset(features, driver.batch_size(config, training), training,
+                            config.seed, length_batching=driver.length_batching(config,
+                                                                               training))
+
+    def evaluate(self, model, evaluation, config, settings):
+        conll, features = evaluation
+        if conll.columns == 1:
+            raise ValueError(f"{config.eval_file}: no gold tags to evaluate (one column)")
+        model, features = self._cached(model, config, features)
+        tags = predict_tags(model, conll, features, settings["labels"],
+                            config.eval_batch_size, driver.length_batching(config, False))
+        return _score("eval", conll, tags)
+
+    def predict(self, model, config, settings, tokenizer):
+        conll, features, _ = featurize(config.predict_file, tokenizer, settings["labels"],
+                                       config.max_seq_length)
+        model, features = self._cached(model, config, features)
+        tags = predict_tags(model, conll, features, settings["labels"],
+                            config.predict_batch_size, driver.length_batching(config, False))
+        write_predictions(os.path.join(config.output_dir, "predictions.txt"), conll, tags)
+        return _score("predict", conll, tags) if conll.columns > 1 else {}

@@ -1,0 +1,114 @@
+"""What a task family is: the `Task` hooks that tasks/driver.py's `run` calls, the parts a
+family declares (its model class, serving module and export name), and `FAMILIES`, where
+`@family` registers each Task class by export name for `python -m export.saved_model`.
+tasks/families/ holds the project's families; tests/test_driver.py builds one more.
+"""
+
+import os
+
+
+# The task families by export name (`python -m export.saved_model --task NAME`), filled by
+# `family` as each Task class is defined (tasks/families/ holds the project's own).
+FAMILIES = {}
+
+
+def family(cls):
+    """Class decorator: registers a Task class under its `export_name`, where the export
+    command finds its model and serving module."""
+    FAMILIES[cls.export_name] = cls
+    return cls
+
+
+class Task:
+    """One task family for `run`. Hooks get the resolved config and `settings`, the dict
+    the run directory keeps as TASK_config.json (labels, sequence length, ...).
+
+    A family declares its parts: `model_class` (a bert_tf.task_models class: the run
+    directory's name, what TASK_config.json keeps, how the model is rebuilt),
+    `serving_module` (an export.serving.ServingModule class, built from a run by its
+    `from_run`) and `export_name` (export.saved_model's --task)."""
+
+    model_class = None
+    serving_module = None
+    export_name = None
+    result_format = ".4f"      # how eval_results lines are printed
+
+    @property
+    def name(self):
+        """The run directory's TASK_config.json stem: the model class's."""
+        return self.model_class.TASK
+
+    def check(self, config):
+        """Raises ValueError for flag combinations the task cannot run."""
+        if not (config.do_train or config.do_eval or config.do_predict):
+            raise ValueError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
+
+    def training_config(self, config):
+        """The config of a --do_train run, flag defaults filled (checks that need them)."""
+        return config
+
+    def restore(self, config, saved):
+        """The config of a run without --do_train: the trained run's settings (`saved`,
+        its TASK_config.json) where they must match what the model learned."""
+        return config.replace(do_lower_case=saved["do_lower_case"],
+                              max_seq_length=saved["max_seq_length"],
+                              vocab_file=os.path.join(config.output_dir, "vocab.txt"))
+
+    def text_segments(self, config):
+        """How many texts one input sequence packs (1, or 2 for sentence pairs): the
+        driver refuses a --max_seq_length without room for a token of each."""
+        return 1
+
+    def read_train(self, config, tokenizer):
+        """The training data, in whatever form `dataset` and `settings` take."""
+        raise NotImplementedError
+
+    def num_examples(self, train):
+        return len(train)
+
+    def settings(self, config, train):
+        """TASK_config.json of a training run (what `restore` and export read back)."""
+        raise NotImplementedError
+
+    def read_eval(self, config, settings, tokenizer):
+        """The evaluation data (also the validation set during training), or None."""
+        return None
+
+    def validation(self, evaluation):
+        """The part of read_eval's data that validates during training."""
+        return evaluation
+
+    def build_model(self, encoder, config, settings, train=None):
+        raise NotImplementedError
+
+    def compile(self, model, optimizer, config, jit_compile):
+        raise NotImplementedError
+
+    def dataset(self, data, config, settings, training):
+        """tf.data of the model's (inputs, labels[, weights]) batches."""
+        raise NotImplementedError
+
+    def trainer(self, model, train, validation, config, settings):
+        """(the Keras model that fit trains, its training data, its validation data or
+        None), for `dataset`. Default: `model` on read_train's and read_eval's data. A
+        task may train a part of `model` that shares its trainable layers, on data made
+        for it (NER's head on a frozen encoder's features, computed once); the
+        checkpoints always hold `model`'s weights. Called under the strategy's scope,
+        after `compile`."""
+        return model, train, validation
+
+    def monitor(self, settings):
+        """(validation metric, "min" or "max") that picks best.weights.h5."""
+        return "loss", "min"
+
+    def evaluate(self, model, data, config, settings):
+        """Scores `data` (read_eval's) -> {name: value}; may write prediction files."""
+        return {}
+
+    def predict(self, model, config, settings, tokenizer):
+        """Predicts the prediction file(s) and writes them -> metrics it could score."""
+        return {}
+
+    def print_results(self, results):
+        for key in sorted(results):
+            print(f"{key} = {results[key]:{self.result_format}}", flush=True)
