@@ -11,15 +11,17 @@ same loss from `compute_loss`, with the labels as `y`: {"masked_lm_ids",
 "masked_lm_weights", "next_sentence_labels"}.
 
 The model sits beside the encoder and the task models, below the checkpoint formats that
-build it; the pretraining loss is the training package's, imported when fit() asks for it,
-so reading or converting a checkpoint imports nothing of training.
+build it, with its loss (bert_tf/pretraining_losses.py, which both pretraining loops use too),
+so reading or converting a checkpoint imports nothing of the training package.
 """
 
 import keras
 
 from bert_tf.config import BertConfig
-from bert_tf.encoder import INPUT_NAMES, BertEncoder
+from bert_tf.encoder import BertEncoder
 from bert_tf.heads import MaskedLMHead, NextSentenceHead
+from bert_tf.input_names import INPUT_NAMES
+from bert_tf.pretraining_losses import local_sums, metrics_from_sums
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -71,12 +73,11 @@ class BertPretrainer(keras.Model):
         return cls(BertEncoder.from_config_object(config, dtype=dtype), **kwargs)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        """google's pretraining loss (losses.py) for fit()/evaluate(), unless compile()
+        """google's pretraining loss (pretraining_losses.py) for fit()/evaluate(), unless compile()
         was given a loss of its own. `y`: masked_lm_ids, masked_lm_weights [batch,
         predictions] and next_sentence_labels [batch]."""
         if getattr(self, "_compile_loss", None) is not None:
             return super().compute_loss(x, y, y_pred, sample_weight, training)
-        from bert_tf.pretraining.losses import local_sums, metrics_from_sums
         return metrics_from_sums(local_sums(y_pred, y))["loss"]
 
     def get_config(self):

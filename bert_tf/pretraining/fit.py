@@ -33,7 +33,7 @@ import numpy as np
 
 from bert_tf import shard_schema
 from bert_tf.file_patterns import expand_file_patterns
-from bert_tf.pretraining.losses import local_sums, metrics_from_sums
+from bert_tf.pretraining_losses import local_sums, metrics_from_sums
 from bert_tf.pretraining.optimization import CLIP_NORM, create_optimizer
 from bert_tf.tfrecord import parse_example, read_records
 

@@ -21,7 +21,7 @@ import time
 import keras
 import tensorflow as tf
 
-from bert_tf.pretraining.losses import local_sums, metrics_from_sums
+from bert_tf.pretraining_losses import local_sums, metrics_from_sums
 from bert_tf.pretraining.optimization import CLIP_NORM
 from bert_tf.shard_schema import MODEL_INPUTS
 from bert_tf.training_plumbing import Interrupted, MetricLog, is_chief, stop_requests
