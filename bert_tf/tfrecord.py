@@ -208,7 +208,7 @@ def _encode_values(values):
 def _varint_len(values):
     """Bytes of the varint of each length (an int, or an int64 array)."""
     if isinstance(values, int):
-        return len(_varint_bytes(values))
+        return len(varint_bytes(values))
     width = np.ones_like(values)
     top = int(values.max()) if values.size else 0
     b = 1
@@ -221,11 +221,12 @@ def _varint_len(values):
 def _length_varint(values):
     """Varints of per-row lengths [N] -> a column group."""
     if values.min() == values.max():   # often: one constant for all rows
-        return ("const", _varint_bytes(int(values[0])))
+        return ("const", varint_bytes(int(values[0])))
     return ("var",) + _varints(values[:, None], _varint_width(int(values.max())))
 
 
-def _varint_bytes(value):
+def varint_bytes(value):
+    """A non-negative int as a protobuf varint (7 bits a byte, low first)."""
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -242,9 +243,9 @@ def _entry_groups(name, tag, payload, p_len):
     feat_len = 1 + _varint_len(list_len) + list_len      # Feature
     entry_len = 2 + len(key) + 1 + _varint_len(feat_len) + feat_len
     if isinstance(p_len, int):                           # fixed size: one constant header
-        head = (b"\x0a" + _varint_bytes(entry_len) + bytes([0x0A, len(key)]) + key + b"\x12"
-                + _varint_bytes(feat_len) + bytes([tag]) + _varint_bytes(list_len) + b"\x0a"
-                + _varint_bytes(p_len))
+        head = (b"\x0a" + varint_bytes(entry_len) + bytes([0x0A, len(key)]) + key + b"\x12"
+                + varint_bytes(feat_len) + bytes([tag]) + varint_bytes(list_len) + b"\x0a"
+                + varint_bytes(p_len))
         return [("const", head), payload], 1 + _varint_len(entry_len) + entry_len
     return ([("const", b"\x0a"), _length_varint(entry_len),
              ("const", bytes([0x0A, len(key)]) + key + b"\x12"), _length_varint(feat_len),

@@ -15,6 +15,8 @@ tensorflow-serving-api. The tests read the file back with that package's own cla
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.tfrecord import varint_bytes
+
 WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"
 
 # Two rows per text input, as the signatures take them.
@@ -38,18 +40,9 @@ _REQUEST_MODEL_SPEC, _REQUEST_INPUTS = 1, 2
 _SPEC_NAME, _SPEC_SIGNATURE = 1, 3
 
 
-def _varint(n):
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
 def _field(number, payload):
     """A length-delimited field (wire type 2): strings, bytes and messages."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+    return varint_bytes(number << 3 | 2) + varint_bytes(len(payload)) + payload
 
 
 def prediction_log(model_name, signature_name, inputs):

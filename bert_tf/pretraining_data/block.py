@@ -17,6 +17,7 @@ from bert_tf.pretraining_data import masking, records
 from bert_tf.pretraining_data.inputs import decode, load_vocab, parse_documents, read_block
 from bert_tf.pretraining_data.tokenizer import CachedTokenizer
 from bert_tf.text_rules import CLS_TOKEN, CONTINUATION_PREFIX, MASK_TOKEN, SEP_TOKEN
+from bert_tf.shard_schema import FEATURES
 from bert_tf.tfrecord import frame_records
 
 # Instances packed, masked and serialized together: big enough to amortize numpy's per-call
@@ -137,11 +138,10 @@ def _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats
             stats["masked_as_mask"] += int(decisions[masking.MASKED])
             stats["masked_as_random"] += int(decisions[masking.RANDOM])
             stats["masked_unchanged"] += int(decisions[masking.KEPT])
-            pending.append(records.encode_unframed({
-                "input_ids": ids, "input_mask": input_mask, "segment_ids": segment_ids,
-                "masked_lm_positions": positions, "masked_lm_ids": labels,
-                "masked_lm_weights": weights,
-                "next_sentence_labels": inst["random_next"][sel][:, None]}))
+            columns = (ids, input_mask, segment_ids, positions, labels, weights,
+                       inst["random_next"][sel][:, None])      # in the schema's order
+            pending.append(records.encode_unframed(
+                {feature.name: column for feature, column in zip(FEATURES, columns)}))
             pending_rows += len(sel)
             if pending_rows >= FRAME_BATCH:
                 flush(f)
