@@ -15,7 +15,7 @@ import pytest
 
 from bert_tf import create_pretraining_data as cpd
 from bert_tf import file_patterns, quickstart
-from bert_tf.pretraining.data import expand_file_patterns
+from bert_tf.pretraining.data import expand_gfile_patterns
 from bert_tf.pretraining_data import pipeline
 
 try:
@@ -68,28 +68,28 @@ def test_a_glob_skips_side_files_and_an_existing_name_is_literal(tmp_path):
     d = str(tmp_path)
     shards = [os.path.join(d, n) for n in names[:2]]
     for expand in (lambda p, **kw: file_patterns.match(p, **kw),
-                   lambda p, **kw: expand_file_patterns(p, **kw),
+                   lambda p, **kw: expand_gfile_patterns(p, **kw),
                    lambda p, **kw: file_patterns.expand_file_patterns(p)):
         assert expand(os.path.join(d, "train*")) == shards
     # Named without glob characters, a side file is what the user asked for.
     summary = os.path.join(d, "train.summary.json")
     assert file_patterns.match(summary) == [summary]
-    assert expand_file_patterns(summary) == [summary]
+    assert expand_gfile_patterns(summary) == [summary]
     # `[2020]` is a character class as a glob ("corpus 2.txt" matches it): the file that
     # exists under exactly that name wins.
     literal = os.path.join(d, "corpus [2020].txt")
     assert file_patterns.match(literal) == [literal]
-    assert expand_file_patterns(literal) == [literal]
+    assert expand_gfile_patterns(literal) == [literal]
     assert pipeline.expand_inputs(literal) == [literal]
     assert file_patterns.match(os.path.join(d, "corpus [2].txt")) == \
         [os.path.join(d, "corpus 2.txt")]
     # A run's own outputs in its output folder (skip) are left out of a glob.
     (tmp_path / "train_log.jsonl").write_text("{}")
     (tmp_path / "train").mkdir()
-    assert len(expand_file_patterns(os.path.join(d, "train*"), skip=[
+    assert len(expand_gfile_patterns(os.path.join(d, "train*"), skip=[
         os.path.join(d, "train"), os.path.join(d, "train_log.jsonl")])) == 2
     with pytest.raises(ValueError, match="is a directory"):
-        expand_file_patterns(os.path.join(d, "train*"))
+        expand_gfile_patterns(os.path.join(d, "train*"))
 
 
 def test_a_file_named_like_a_glob_is_read_by_every_command(tmp_path, stdlib_corpus,

@@ -161,7 +161,7 @@ def data_loss_error(error, files):
     return ValueError(f"{damage}; {SKIP_ADVICE}" if damage.skippable else str(damage))
 
 
-def expand_file_patterns(patterns, skip=()):
+def expand_gfile_patterns(patterns, skip=()):
     """file_patterns.expand_file_patterns through tf.io.gfile (local and remote shards)."""
     return file_patterns.expand_file_patterns(patterns, skip=skip, fs=GFILE)
 
@@ -224,7 +224,7 @@ def pretraining_dataset(input_files, batch_size, max_seq_length, max_predictions
     batching (vectorized `parse_example`). `damaged`: {path: DamagedShard} from
     `check_shards(..., skip_corrupt_records=True)`, whose damaged records are left out.
     """
-    files = expand_file_patterns(input_files)
+    files = expand_gfile_patterns(input_files)
     ds, read = _shard_reader(files, damaged)
     if is_training:
         if input_context and input_context.num_input_pipelines > 1:

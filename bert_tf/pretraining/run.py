@@ -60,13 +60,13 @@ def find_shards(input_file, eval_input_file, output_dir, do_train, do_eval, max_
     what the run writes in `output_dir`, checked before any work: shards that are not
     TFRecord files, cut, damaged, or written for other lengths stop here with one line
     naming the file and byte offset."""
-    from bert_tf.pretraining.data import check_shards, expand_file_patterns
+    from bert_tf.pretraining.data import check_shards, expand_gfile_patterns
     # What a run writes in --output_dir is never one of its inputs, though a glob such as
     # --input_file='DIR/train*' with --output_dir=DIR matches it once written: without
     # this, the run's own resume would read other "shards" than its first start did.
     own = [os.path.join(output_dir, name) for name in RUN_OUTPUTS]
-    train_files = expand_file_patterns(input_file, skip=own)
-    eval_files = expand_file_patterns(eval_input_file or input_file, skip=own)
+    train_files = expand_gfile_patterns(input_file, skip=own)
+    eval_files = expand_gfile_patterns(eval_input_file or input_file, skip=own)
     damaged = check_shards(
         sorted(set((train_files if do_train else []) + (eval_files if do_eval else []))),
         max_seq_length, max_predictions_per_seq, skip_corrupt_records)
