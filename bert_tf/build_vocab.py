@@ -9,14 +9,14 @@ learned, and what the file holds, is told there).
 
 import sys
 
-import tensorflow as tf
-
 from bert_tf.cli import ArgumentParser, boolean, check_not_inputs, run_main
-from bert_tf.wordpiece_learner import build_vocab, expand_files
 
 
 def run(args):
     """Learns and writes the vocabulary of the flags; returns it (a list of tokens)."""
+    import tensorflow as tf   # here, not at the top: --help needs no TensorFlow
+
+    from bert_tf.wordpiece_learner import build_vocab, expand_files
     files = expand_files(args.input_file)
     check_not_inputs([("output_file", args.output_file)],
                      [("--input_file", path) for path in files])
