@@ -77,15 +77,26 @@ def save_task_model(model, output_dir, vocab_file, max_seq_length, do_lower_case
     return output_dir
 
 
+def _optimizer(model):
+    """[the model's optimizer], or [] when it has none: the weights files hold the
+    model's weights only. Keras would add the optimizer's slots (AdamW: two per weight,
+    three times the file: 1.3 GB for each of BERT-base's best and last files, and a
+    third of each save's time); a run resumes from its own state in resume/."""
+    optimizer = getattr(model, "optimizer", None)
+    return [optimizer] if optimizer is not None else []
+
+
 def save_weights(model, path):
-    """model.save_weights(path), by way of a temporary file renamed onto `path` when
-    complete. A reader of `path` (an export while training goes on) never sees half a
-    file, and never blocks the writer: HDF5 locks the file it opens, and the writer's is
-    a new one. A failure names `path` (h5py's own errors name no file)."""
+    """The model's weights (not its optimizer's) into `path`, by way of a temporary file
+    renamed onto `path` when complete. A reader of `path` (an export while training goes
+    on) never sees half a file, and never blocks the writer: HDF5 locks the file it
+    opens, and the writer's is a new one. A failure names `path` (h5py's own errors name
+    no file)."""
+    import keras
     folder, name = os.path.split(path)
     tmp = os.path.join(folder, f".{name[:-len('.weights.h5')]}.tmp.weights.h5")  # Keras
     try:                                                 # wants the .weights.h5 ending
-        model.save_weights(tmp)
+        keras.saving.save_weights(model, tmp, objects_to_skip=_optimizer(model))
         os.replace(tmp, path)
     except BaseException as e:
         if os.path.exists(tmp):
@@ -136,15 +147,18 @@ def weights_file(output_dir):
 
 
 def load_weights(model, path):
-    """model.load_weights(path) (a Keras .weights.h5 file); ValueError in one line naming
-    the file when it is cut short or damaged (h5py's own errors run to many lines)."""
+    """model.load_weights(path) (a Keras .weights.h5 file; an optimizer state in it, as
+    files written before the weights-only ones hold, is skipped); ValueError in one line
+    naming the file when it is cut short or damaged (h5py's own errors run to many
+    lines)."""
+    import keras
     with open(path, "rb") as f:
         signature = f.read(8)
     if signature != b"\x89HDF\r\n\x1a\n":      # HDF5's file signature (Keras writes it first)
         raise ValueError(f"{path}: not a readable weights file (no HDF5 signature: cut "
                          f"short or damaged?)")
     try:
-        model.load_weights(path)
+        keras.saving.load_weights(model, path, objects_to_skip=_optimizer(model))
     except (OSError, ValueError, KeyError, RuntimeError) as e:
         reason = (str(e).splitlines() or [e.__class__.__name__])[0]
         raise ValueError(f"{path}: not a readable weights file ({reason}; cut short or "

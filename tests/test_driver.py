@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 
+import h5py
 import numpy as np
 
 import bert_tf
@@ -100,6 +101,9 @@ def test_a_new_task_runs_on_the_driver(tmp_path, minilm_dir):
     assert results["eval_accuracy"] >= 0.9
     assert open(os.path.join(out, "eval_results.txt")).read().startswith("eval_accuracy = ")
     assert {"glue_config.json", "best.weights.h5", "last.weights.h5"} <= set(os.listdir(out))
+    for name in ("best.weights.h5", "last.weights.h5"):   # the weights, not AdamW's slots
+        with h5py.File(os.path.join(out, name), "r") as f:
+            assert "optimizer" not in f and "layers" in f, (name, list(f))
 
     # Evaluate again from the run directory alone (no --do_train): the same score.
     again = driver.run(PolarityTask(), dataclasses.replace(config, do_train=False))
