@@ -68,6 +68,33 @@ def split_sentences(text):
     return sentences
 
 
+def package_topics(packages, per_package, root=None):
+    """Real sentences with real labels: the first sentence of each docstring of the
+    standard library's `packages` (e.g. "asyncio", "email"), labelled with its package.
+    Returns {package: [sentence, ...]}, each list `per_package` long, ordered by a hash
+    of the sentence (the same on every machine with the same standard library), so that
+    its first k sentences are a random sample; duplicates across packages left out.
+    ValueError when a package has fewer docstrings."""
+    import hashlib
+    root = root or sysconfig.get_paths()["stdlib"]
+    found, seen = {p: [] for p in packages}, set()
+    for path in stdlib_sources(root):
+        package = os.path.relpath(path, root).split(os.sep)[0]
+        if package in found:
+            for doc in docstrings(path):
+                sentences = split_sentences(doc)
+                if sentences and sentences[0] not in seen:
+                    seen.add(sentences[0])
+                    found[package].append(sentences[0])
+    for package, sentences in found.items():
+        if len(sentences) < per_package:
+            raise ValueError(f"{package}: {len(sentences)} docstrings in {root}, "
+                             f"{per_package} wanted")
+        sentences.sort(key=lambda s: hashlib.sha256(s.encode("utf-8")).hexdigest())
+        del sentences[per_package:]
+    return found
+
+
 def reference_topics():
     """The language reference pages that `help()` shows (pydoc_data), one per topic."""
     try:

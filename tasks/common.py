@@ -42,13 +42,15 @@ COMMON_FLAGS = {
         "save the resumable training state (OUTPUT_DIR/resume/, also after every "
         "epoch and on SIGTERM/SIGINT) every N steps; running the same command again "
         "continues from it")),
-    "length_batching": dict(choices=("sort", "bucket", "longest", "off"), help=(
-        "sort: training examples sorted by length within windows of 50 batches, "
-        "every batch cut to its longest sequence (a multiple of 8), batches shuffled "
-        "(HF's group_by_length); bucket: tf.data length buckets instead; longest: "
-        "batches keep their order, each cut to its longest; off: every batch padded "
-        "to --max_seq_length (google's). Evaluation and prediction keep their order "
-        "(sort and bucket act as longest there). See bert_tf/batching.py")),
+    "length_batching": dict(choices=("longest", "sort", "bucket", "off"), help=(
+        "longest: batches in their shuffled order, each cut to its longest sequence "
+        "(a multiple of 8): the batches of off, so the model learns what it learns "
+        "there; sort: training examples sorted by width within windows of 50 "
+        "batches, batches shuffled (HF's group_by_length): faster on short texts, "
+        "but batches of like lengths can learn less (docs/benchmarks.md, Length "
+        "batching and accuracy); bucket: tf.data length buckets instead; off: every "
+        "batch padded to --max_seq_length (google's). Evaluation and prediction keep "
+        "their order (sort and bucket act as longest there). See bert_tf/batching.py")),
 }
 
 

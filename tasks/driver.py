@@ -57,7 +57,7 @@ class FineTuneConfig:
     cpu_devices: int = 0
     tpu: str = None
     seed: int = 12345
-    length_batching: str = "sort"
+    length_batching: str = "longest"
     jit_compile: bool = False
     save_checkpoints_steps: int = 1000
 

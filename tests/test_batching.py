@@ -99,6 +99,27 @@ def test_sort_keeps_batches_full_and_shuffles_them():
     assert len(bucket) > len(epochs[0])                   # partial batch per bucket
 
 
+def test_sort_mixes_the_examples_of_a_width_anew_each_epoch():
+    """sort orders a window by the width each example is cut to (a multiple of 8), not by
+    its exact length: within a width the examples stay in their shuffled order. A small
+    set whose lengths follow a few templates (here 8 lengths, two per width) then meets
+    in batches of mixed lengths whose members change every epoch; sorted by exact length,
+    the whole set falls into the same 13 single-length batches every epoch."""
+    lengths = [9, 13, 17, 21, 25, 29, 33, 37] * 25                         # 200
+    features, labels = packed_examples(lengths)
+    ds = tf.data.Dataset.from_tensor_slices((features, labels)).shuffle(
+        200, seed=2, reshuffle_each_iteration=True)
+    batched = batching.batch(ds, 16, "sort", SEQ, seed=3)
+    epochs = [[frozenset(out["label"].numpy().tolist()) for _, out in batched]
+              for _ in range(2)]
+    for epoch in epochs:
+        mixed = [b for b in epoch if len({lengths[i] for i in b}) > 1]
+        assert len(mixed) >= len(epoch) - 1, [sorted({lengths[i] for i in b}) for b in epoch]
+        for b in epoch:     # one width per batch, but where widths meet in the sort
+            assert len({-(-lengths[i] // 8) for i in b}) <= 2
+    assert not set(epochs[0]) & set(epochs[1])          # no batch repeats across epochs
+
+
 def test_rebatch_regroups_batches_packed_to_max():
     features, labels = packed_examples([3, 40, 5, 6, 41, 2, 7, 39])
     ds = tf.data.Dataset.from_tensor_slices((features, labels)).batch(4)
@@ -221,3 +242,53 @@ def test_run_by_length_calls_stay_within_max_call_tokens():
     # The 3-token example and nine of width 24 share the first call; past 10 rows of 24
     # the budget is spent; four of width 64 fill one call and the last gets its own.
     assert calls == [(10, 24)] * 4 + [(1, 24), (4, 64), (1, 64)]
+
+
+# ------------------------------------------------------------ what the model learns
+
+@pytest.mark.parametrize("pipeline", ["batching.batch", "ner.make_dataset"])
+def test_default_batching_trains_on_the_batches_of_off(pipeline):
+    """The default --length_batching gives the training step off's batches (google's:
+    shuffled, padded to max_seq_length), each cut to its longest sequence: the same
+    examples in the same order with the same labels, epoch after epoch, and nothing cut
+    that any example uses. A model therefore learns from it what it learns from off,
+    up to float rounding; modes that regroup examples by length (sort, bucket) change
+    the batches, and on small templated sets what the model learns (docs/benchmarks.md,
+    "Length batching and accuracy")."""
+    from tasks import driver
+    from tasks.families import ner
+    default = driver.FineTuneConfig(output_dir="unused").length_batching
+    assert default not in ("sort", "bucket", "off")
+    rng = np.random.default_rng(4)      # mostly short, a few long: batches of both widths
+    lengths = np.where(rng.random(100) < 0.05, rng.integers(30, SEQ + 1, size=100),
+                       rng.integers(2, 17, size=100))
+    features, labels = packed_examples(lengths)
+
+    def epochs(mode):
+        if pipeline == "ner.make_dataset":
+            ds = ner.make_dataset(dict(features, label_ids=labels["tags"]), 16,
+                                  training=True, seed=7, length_batching=mode)
+        else:
+            ds = batching.batch(tf.data.Dataset.from_tensor_slices(
+                (features, labels)).shuffle(100, seed=7, reshuffle_each_iteration=True),
+                16, mode, SEQ, drop_remainder=True, seed=7)
+        return [list(ds) for _ in range(2)]
+
+    off, cut = epochs("off"), epochs(default)
+    assert [len(e) for e in cut] == [len(e) for e in off] == [6, 6]
+    assert [b[0]["token_ids"][:, 0].numpy().tolist() for b in off[0]] != \
+        [b[0]["token_ids"][:, 0].numpy().tolist() for b in off[1]]     # reshuffled
+    widths = set()
+    for epoch_off, epoch_cut in zip(off, cut):
+        for (x_off, y_off), (x_cut, y_cut) in zip(epoch_off, epoch_cut):
+            width = x_cut["token_ids"].shape[1]
+            widths.add(width)
+            assert x_off["token_ids"].shape[1] == SEQ
+            assert not x_off["padding_mask"][:, width:].numpy().any()   # only padding cut
+            for name in x_off:
+                np.testing.assert_array_equal(x_cut[name], x_off[name][:, :width])
+            for name in y_off:
+                want = y_off[name]
+                want = want[:, :width] if want.shape.rank == 2 else want
+                np.testing.assert_array_equal(y_cut[name], want)
+    assert len(widths) > 1 and max(widths) <= SEQ

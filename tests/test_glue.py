@@ -660,7 +660,7 @@ def topic_run(tmp_path_factory, minilm_dir):
     """run(pretrained, length_batching) -> output dir of the topic classifier fine-tuned
     by the CLI at max_seq_length 64 (the sentences take 8-16 pieces); and the held-out
     (text, topic) rows. Each run is made once per module: MiniLM's with sorted batches
-    (the default) serves both the learning test and the length-batching test, since a
+    serves both the learning test and the length-batching test, since a
     CLI run costs ~30 s, most of it building and tracing the model."""
     data = tmp_path_factory.mktemp("topics")
     held_out = write_topic_files(data)
@@ -686,7 +686,7 @@ def topic_run(tmp_path_factory, minilm_dir):
 def test_custom_csv_topics_learn_from_minilm_not_from_random(topic_run):
     """The custom classifier: three named labels from a CSV, 48 training sentences; the
     48 held-out sentences (a JSONL file to predict) use topic words training never
-    shows. Batches sorted by length (the default) are cut to the sentences' 16 pieces.
+    shows. Batches sorted by length are cut to the sentences' 16 pieces.
     Chance is 1/3."""
     run, held_out = topic_run
     accuracy = {}
@@ -741,8 +741,10 @@ def test_stsb_regression_learns_from_minilm_not_from_random(tmp_path, minilm_dir
 @pytest.mark.slow
 def test_length_batching_keeps_held_out_accuracy(topic_run):
     """The topic classifier from MiniLM at max_seq_length 64 (the sentences take 8-16
-    pieces): batches grouped by length and cut to their longest (sort, the default, and
-    bucket) reach the held-out accuracy of batches padded to 64 (google's way)."""
+    pieces): batches grouped by length and cut to their longest (sort and bucket) reach
+    the held-out accuracy of batches padded to 64 (google's way) on this easy set. The
+    default (longest) trains on off's batches (tests/test_batching.py); grouping can
+    cost accuracy on small templated sets (docs/benchmarks.md)."""
     run, held_out = topic_run
     accuracy = {}
     for mode in ("off", "sort", "bucket"):
