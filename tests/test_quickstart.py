@@ -47,3 +47,27 @@ def test_fill_mask_puts_the_mask_id_between_pieces(minilm_dir):
     assert seen["token_ids"].tolist() == [[101, 1037, 103, 1038, 103, 102]]
     assert seen["masked_lm_positions"].tolist() == [[2, 4]]
     assert [g[0][0] for g in guesses] == ["hello", "hello"]
+
+
+def test_package_topics_are_real_sentences_of_their_package():
+    """corpus.package_topics: the first sentences of a package's docstrings, as many as
+    asked, none in two packages, each found in a source file of its package; the same
+    lists on every call; too few docstrings is one clear error."""
+    import sysconfig
+
+    from bert_tf.corpus import docstrings, package_topics, split_sentences, stdlib_sources
+    topics = package_topics(("json", "email"), 15)
+    assert [len(v) for v in topics.values()] == [15, 15]
+    assert not set(topics["json"]) & set(topics["email"])
+    root = sysconfig.get_paths()["stdlib"]
+    firsts = {p: set() for p in topics}
+    for path in stdlib_sources(root):
+        package = os.path.relpath(path, root).split(os.sep)[0]
+        if package in firsts:
+            firsts[package].update(split_sentences(d)[0] for d in docstrings(path)
+                                   if split_sentences(d))
+    for package, sentences in topics.items():
+        assert set(sentences) <= firsts[package], package
+    assert package_topics(("json", "email"), 15) == topics
+    with pytest.raises(ValueError, match=r"^json: \d+ docstrings in .*, 100000 wanted$"):
+        package_topics(("json",), 100000)
