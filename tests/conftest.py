@@ -5,14 +5,6 @@ import os
 
 import pytest
 
-# pytest.ini runs the files on -n workers side by side: each gets its share of the cores
-# for TensorFlow's kernels (and passes it on to the commands it starts), instead of every
-# worker spreading its ops over all of them (the suite ran 6% faster so, on 2 cores).
-# Before bert_tf: TensorFlow reads it when it starts its thread pools.
-if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
-    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(max(
-        1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
-
 import bert_tf  # noqa: E402,F401  (the CPU kernel and log settings users get, before TensorFlow)
 
 
