@@ -132,13 +132,12 @@ def hf_checkpoint(model_name, directory):
     return os.path.join(directory, "vocab.txt")
 
 
-def export_ours(hf_dir, seq_length, precision, directory):
-    """Our classifier on the HF checkpoint's encoder and head, exported; the path."""
+def ours_classifier(hf_dir, precision="fp32"):
+    """Our classifier on the HF checkpoint's encoder and head (ours loads the encoder; the
+    head's kernel is HF's classifier.weight transposed)."""
     import numpy as np
     from safetensors.numpy import load_file
     from bert_tf.checkpoints import load_encoder
-    from bert_tf.tokenization import BertTokenizer
-    tokenizer = BertTokenizer(os.path.join(hf_dir, "vocab.txt"), do_lower_case=True)
     policy = "mixed_bfloat16" if precision == "bf16" else None
     model = classifier(lambda p: load_encoder(hf_dir, dtype=p, ignore=CLASSIFIER_HEAD),
                        len(LABELS), policy)
@@ -146,7 +145,15 @@ def export_ours(hf_dir, seq_length, precision, directory):
     layer = model.get_layer("classifier")
     layer.kernel.assign(np.transpose(head["classifier.weight"]))
     layer.bias.assign(head["classifier.bias"])
-    return export_classifier(model, tokenizer, seq_length, LABELS, directory)
+    return model
+
+
+def export_ours(hf_dir, seq_length, precision, directory):
+    """ours_classifier exported as the classification SavedModel; the path."""
+    from bert_tf.tokenization import BertTokenizer
+    tokenizer = BertTokenizer(os.path.join(hf_dir, "vocab.txt"), do_lower_case=True)
+    return export_classifier(ours_classifier(hf_dir, precision), tokenizer, seq_length,
+                             LABELS, directory)
 
 
 def export_onnx(hf_dir, directory):
@@ -479,7 +486,7 @@ def main(argv=None):
                  f"texts the largest |p - p_bert_tf| was " + ", ".join(
                      f"{k} {d:.1e} (labels agree {a:.0%})"
                      for k, (d, a) in notes["agreement"].items()) +
-                 ". " if notes["agreement"] else "")
+                 "." if notes["agreement"] else "")
     about.append(f"Each round every implementation answers the same {len(texts)} texts in "
                  f"batches, in a fresh process; median of {args.repeats} rounds.")
     name = "Serving" + (", MiniLM" if args.model == "minilm" else "") + \
