@@ -149,6 +149,15 @@ def write_section(name, body, doc=DOC):
     os.replace(tmp, doc)
 
 
+def int_list(text, flag):
+    """"1,32" -> [1, 32]; otherwise exits with one line naming the script and `flag`."""
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        sys.exit(f"{os.path.relpath(sys.argv[0])}: {flag} must be comma-separated integers, "
+                 f"got {text!r}")
+
+
 def command_line():
     return "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
 

@@ -57,8 +57,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import (command_line, interleaved_processes, length_summary,  # noqa: E402
-                          machine, markdown_table, short_texts, write_section)
+from bench.common import (command_line, int_list, interleaved_processes,  # noqa: E402
+                          length_summary, machine, markdown_table, short_texts, write_section)
 
 BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
             intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)
@@ -428,11 +428,7 @@ def main(argv=None):
                         help="full: every text fills max_seq_length; short: real short "
                              "texts (first sentences of stdlib docstrings)")
     args = parser.parse_args(argv)
-    try:
-        batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
-    except ValueError:
-        sys.exit(f"bench/serving.py: --batch_sizes must be comma-separated integers, got "
-                 f"{args.batch_sizes!r}")
+    batch_sizes = int_list(args.batch_sizes, "--batch_sizes")
     precisions = args.precisions.split(",")
     peers = args.peers.split(",") if args.peers else []
     if any(p not in ("fp32", "bf16") for p in precisions) or "fp32" not in precisions or \
@@ -441,6 +437,13 @@ def main(argv=None):
             (args.num_texts is not None and args.num_texts < max(batch_sizes)):
         sys.exit(f"bench/serving.py: bad arguments {vars(args)} (precisions must include "
                  f"fp32; peers from hf, ort; --num_texts at least the largest batch)")
+
+    if "ort" in peers and not args.bf16_accuracy:
+        import importlib.util
+        missing = [m for m in ("onnxruntime", "onnx") if importlib.util.find_spec(m) is None]
+        if missing:
+            sys.exit(f"bench/serving.py: --peers ort needs {' and '.join(missing)} "
+                     f"(pip install -e '.[bench]'); or pass --peers hf")
 
     if args.bf16_accuracy:
         result = bf16_accuracy(args.num_texts or 512, args.max_seq_length)

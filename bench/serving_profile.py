@@ -27,7 +27,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import command_line, machine, markdown_table, write_section  # noqa: E402
+from bench.common import (command_line, int_list, machine, markdown_table,  # noqa: E402
+                          write_section)
 
 TOKENS = 18     # tokens in the row ([CLS], 16 random ids, [SEP]): the short texts' p90 is 19
 
@@ -96,11 +97,7 @@ def main(argv=None):
     parser.add_argument("--no_write", action="store_true",
                         help="print the tables only; leave docs/benchmarks.md alone")
     args = parser.parse_args(argv)
-    try:
-        widths = [int(w) for w in args.widths.split(",")]
-    except ValueError:
-        sys.exit(f"bench/serving_profile.py: --widths must be comma-separated integers, got "
-                 f"{args.widths!r}")
+    widths = int_list(args.widths, "--widths")
     if min(widths) < TOKENS or max(widths) > 512 or args.runs < 1:
         sys.exit(f"bench/serving_profile.py: widths must be {TOKENS} to 512 and --runs at "
                  f"least 1, got {vars(args)}")

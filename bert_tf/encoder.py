@@ -2,7 +2,8 @@
 
     inputs  {"token_ids", "segment_ids", "padding_mask"}  int32 [batch, seq]
     outputs {"sequence_output": [batch, seq, hidden],
-             "pooled_output":   [batch, hidden]         (dense + tanh on [CLS]),
+             "pooled_output":   [batch, hidden]         (dense + tanh on [CLS]; the
+                                                         last block run at [CLS] alone),
              "embedding_output": [batch, seq, hidden],
              "encoder_outputs": list of num_hidden_layers tensors [batch, seq, hidden]}
 
