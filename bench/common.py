@@ -89,14 +89,35 @@ def machine():
         pass
     versions = []
     for name in ("tensorflow", "keras", "keras-hub", "torch", "transformers", "tokenizers",
-                 "tensorflow-text"):
+                 "tensorflow-text", "onnxruntime"):
         try:
             versions.append(f"{name} {importlib.metadata.version(name)}")
         except importlib.metadata.PackageNotFoundError:
             pass
     onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset")
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}; " + \
-        ", ".join(versions) + f"; TF_ENABLE_ONEDNN_OPTS={onednn}"
+    return f"{cpu} ({cpu_flags()}), {os.cpu_count()} cores, Python " \
+        f"{platform.python_version()}; " + ", ".join(versions) + \
+        f"; TF_ENABLE_ONEDNN_OPTS={onednn}"
+
+
+# The CPU features the precision levers depend on: fp32 FMA width, native bf16, int8 dot
+# products (VNNI), AMX tiles.
+FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16",
+         "amx_int8")
+
+
+def cpu_flags():
+    """'flags avx2 fma; without avx512f ...', read from /proc/cpuinfo."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f
+                          if line.startswith("flags")), [])
+    except OSError:
+        return "CPU flags unknown"
+    have = [flag for flag in FLAGS if flag in flags]
+    missing = [flag for flag in FLAGS if flag not in flags]
+    return f"flags {' '.join(have) or 'none of ' + ' '.join(FLAGS)}" + \
+        (f"; without {' '.join(missing)}" if have and missing else "")
 
 
 def markdown_table(header, rows):
@@ -126,6 +147,15 @@ def write_section(name, body, doc=DOC):
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(tmp, doc)
+
+
+def int_list(text, flag):
+    """"1,32" -> [1, 32]; otherwise exits with one line naming the script and `flag`."""
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        sys.exit(f"{os.path.relpath(sys.argv[0])}: {flag} must be comma-separated integers, "
+                 f"got {text!r}")
 
 
 def command_line():

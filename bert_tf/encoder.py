@@ -2,7 +2,8 @@
 
     inputs  {"token_ids", "segment_ids", "padding_mask"}  int32 [batch, seq]
     outputs {"sequence_output": [batch, seq, hidden],
-             "pooled_output":   [batch, hidden]         (dense + tanh on [CLS]),
+             "pooled_output":   [batch, hidden]         (dense + tanh on [CLS]; the
+                                                         last block run at [CLS] alone),
              "embedding_output": [batch, seq, hidden],
              "encoder_outputs": list of num_hidden_layers tensors [batch, seq, hidden]}
 
@@ -82,10 +83,19 @@ class BertEncoder(keras.Model):
         mask = ops.cast(inputs[PADDING_MASK], "float32")
         attention_bias = ((1.0 - mask) * MASK_LOGIT)[:, None, None, :]
         encoder_outputs = []
-        for block in blocks:
+        for block in blocks[:-1]:
             x = block(x, attention_bias)
             encoder_outputs.append(x)
-        pooled = pooler(x[:, 0, :])  # [batch, hidden], from the [CLS] position
+        # The pooled output reads the last block at [CLS] only: that position's query,
+        # attention and feed-forward (query_rows=1). A model that uses only the pooled
+        # output (classification, multiple choice) then never runs the last block's other
+        # positions: TensorFlow prunes the full block's ops from its graph (a sixth of
+        # MiniLM's work for a short text). The numbers are those of the full block's
+        # [CLS] row, to float32 rounding.
+        cls = blocks[-1](x, attention_bias, query_rows=1)   # [batch, 1, hidden]
+        x = blocks[-1](x, attention_bias)
+        encoder_outputs.append(x)
+        pooled = pooler(cls[:, 0, :])  # [batch, hidden], from the [CLS] position
         outputs = {"sequence_output": x, "pooled_output": pooled,
                    "embedding_output": embedding_output, "encoder_outputs": encoder_outputs}
         super().__init__(inputs=inputs, outputs=outputs, dtype=policy, **kwargs)

@@ -90,3 +90,45 @@ def test_dropout_only_in_training():
 def test_invalid_config_is_one_error():
     with pytest.raises(ValueError, match="Invalid BertConfig: hidden_size 30 is not a multiple"):
         BertEncoder(hidden_size=30, num_attention_heads=4)
+
+
+def test_last_block_at_cls_only_equals_its_full_rows():
+    """TransformerBlock(query_rows=n): the first n positions' outputs of the full block
+    (every position still attended to, padded keys still masked)."""
+    from bert_tf.layers import MASK_LOGIT
+    enc = BertEncoder.from_config_object(TINY)
+    block = enc.blocks[-1]
+    x = tf.constant(np.random.default_rng(0).standard_normal((3, 9, 32)), tf.float32)
+    mask = np.ones((3, 9), "float32")
+    mask[1, 5:] = 0
+    bias = tf.constant(((1.0 - mask) * MASK_LOGIT)[:, None, None, :])
+    full = block(x, bias).numpy()
+    for rows in (1, 3):
+        part = block(x, bias, query_rows=rows).numpy()
+        assert part.shape == (3, rows, 32)
+        np.testing.assert_allclose(part, full[:, :rows], atol=1e-5)
+
+
+def test_a_pooled_head_needs_only_the_last_blocks_cls_row():
+    """What TensorFlow runs for a classifier's logits (the graph pruned to them, as its
+    runtime prunes a function) holds no full-width last block: 4 MatMuls for the first
+    block (query/key/value, attention output, feed-forward in and out), 5 for the last
+    block's [CLS] path (keys and values, the [CLS] query, the rest), the pooler's and the
+    head's. The sequence output still takes the full last block."""
+    from tensorflow.python.framework.convert_to_constants import \
+        convert_variables_to_constants_v2
+
+    from bert_tf.task_models import BertClassifier
+    encoder = BertEncoder.from_config_object(TINY)
+    model = BertClassifier(encoder, 3)
+    spec = {k: tf.TensorSpec([2, 7], tf.int32, name=k) for k in random_inputs(2, 7, 10)}
+
+    def matmuls(fn):
+        frozen = convert_variables_to_constants_v2(tf.function(fn).get_concrete_function(spec))
+        graph = frozen.graph.as_graph_def()
+        needed = tf.compat.v1.graph_util.extract_sub_graph(
+            graph, [t.name.split(":")[0] for t in frozen.outputs])
+        return sum(node.op == "MatMul" for node in needed.node)
+
+    assert matmuls(lambda x: model(x)["logits"]) == 4 + 5 + 1 + 1
+    assert matmuls(lambda x: encoder(x)["sequence_output"]) == 4 + 4

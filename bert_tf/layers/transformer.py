@@ -83,40 +83,56 @@ class TransformerBlock(keras.layers.Layer):
         self.output_layer_norm.build((None, None, h))
         self.built = True
 
-    def call(self, x, attention_bias, training=False):
-        # x: [batch, seq, hidden]; attention_bias: [batch, 1, 1, seq], 0 or MASK_LOGIT.
+    def call(self, x, attention_bias, training=False, query_rows=None):
+        """x: [batch, seq, hidden]; attention_bias: [batch, 1, 1, seq], 0 or MASK_LOGIT.
+        Returns [batch, seq, hidden]; with query_rows=n, only the first n positions'
+        outputs, [batch, n, hidden] (every position is still attended to): what a head on
+        [CLS] needs from the last block, for a fraction of its work."""
         batch, seq = ops.shape(x)[0], ops.shape(x)[1]
-        heads, size = self.num_attention_heads, self.head_size
+        heads, size, h = self.num_attention_heads, self.head_size, self.hidden_size
 
         # Everything but the attention itself is per token, so it runs on
         # [batch * seq, hidden]: each Dense is then one 2-D MatMul, which grappler fuses
         # with its bias add (a 3-D input goes through tensordot's reshapes, which hide the
         # bias add from the fusion; with oneDNN the GELU and residual adds fuse too).
-        x = ops.reshape(x, (-1, self.hidden_size))  # [batch * seq, hidden]
+        flat = ops.reshape(x, (-1, h))  # [batch * seq, hidden]
+        if query_rows is None:
+            rows = seq
+            qkv = self.qkv(flat)  # [batch * seq, 3 * hidden]
+            qkv = ops.reshape(qkv, (batch, seq, 3, heads, size))
+            qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))  # [3, batch, heads, seq, size]
+            # unstack, not qkv[0], qkv[1], qkv[2]: the gradient of unstack is one stack,
+            # while each slice's gradient writes a zero-filled copy of all of qkv.
+            query, key, value = ops.unstack(qkv, 3, axis=0)
+        else:
+            # Keys and values of every position, queries of the first rows only: the
+            # same kernel's column blocks [query | key | value].
+            rows = query_rows
+            kernel = ops.cast(self.qkv.kernel, x.dtype)
+            bias = ops.cast(self.qkv.bias, x.dtype)
+            kv = ops.matmul(flat, kernel[:, h:]) + bias[h:]  # [batch * seq, 2 * hidden]
+            kv = ops.transpose(ops.reshape(kv, (batch, seq, 2, heads, size)), (2, 0, 3, 1, 4))
+            key, value = ops.unstack(kv, 2, axis=0)
+            flat = ops.reshape(x[:, :rows], (-1, h))  # [batch * rows, hidden]
+            query = ops.matmul(flat, kernel[:, :h]) + bias[:h]
+            query = ops.transpose(ops.reshape(query, (batch, rows, heads, size)), (0, 2, 1, 3))
 
-        qkv = self.qkv(x)  # [batch * seq, 3 * hidden]
-        qkv = ops.reshape(qkv, (batch, seq, 3, heads, size))
-        qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))  # [3, batch, heads, seq, size]
-        # unstack, not qkv[0], qkv[1], qkv[2]: the gradient of unstack is one stack,
-        # while each slice's gradient writes a zero-filled copy of all of qkv.
-        query, key, value = ops.unstack(qkv, 3, axis=0)
-
-        # Scale the query rather than the [seq, seq] logits: fewer multiplies.
+        # Scale the query rather than the [rows, seq] logits: fewer multiplies.
         query = query * ops.cast(1.0 / math.sqrt(size), query.dtype)
-        logits = ops.matmul(query, ops.swapaxes(key, -1, -2))  # [batch, heads, seq, seq]
+        logits = ops.matmul(query, ops.swapaxes(key, -1, -2))  # [batch, heads, rows, seq]
         logits = logits + ops.cast(attention_bias, logits.dtype)
         probs = ops.softmax(logits, axis=-1)
         probs = self.attention_dropout(probs, training=training)
-        context = ops.matmul(probs, value)  # [batch, heads, seq, size]
+        context = ops.matmul(probs, value)  # [batch, heads, rows, size]
         context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, heads * size))
 
         attention = self.hidden_dropout(self.attention_output(context), training=training)
-        x = self.attention_layer_norm(x + attention)
+        flat = self.attention_layer_norm(flat + attention)
 
-        hidden = self.activation(self.intermediate(x))  # [batch * seq, intermediate]
+        hidden = self.activation(self.intermediate(flat))  # [batch * rows, intermediate]
         out = self.hidden_dropout(self.output_dense(hidden), training=training)
-        x = self.output_layer_norm(x + out)
-        return ops.reshape(x, (batch, seq, self.hidden_size))
+        flat = self.output_layer_norm(flat + out)
+        return ops.reshape(flat, (batch, rows, h))
 
     def get_config(self):
         config = super().get_config()
