@@ -46,6 +46,10 @@ texts/s is over the whole pass and the table gives the median over rounds.
 package; a random 3-class head) in float32 and in bfloat16 and compares the signature
 outputs on a few hundred sentences: max |p_fp32 - p_bf16|, label agreement, and the
 fp32 margin (top-1 minus top-2 probability) of the texts where the labels differ.
+
+Why one file: the three implementations are written from one HF checkpoint, and each
+round's processes import their step builders (`ours_step`, `hf_step`, `ort_step`) from
+this module by name; the report is the same run's table, targets and rounds.
 """
 
 import argparse
