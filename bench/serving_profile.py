@@ -12,7 +12,10 @@ text to (a multiple of 8), 18 the exact length. For each width, in one process:
 - the frozen graph in a TF1 session with full tracing: every node's time, summed by op
   type over the runs (kernel time only; the session's own time is the difference);
 - ONNX Runtime's `session.run` on the fused graph of bench/serving.py (the same weights),
-  at the same width and at the exact number of tokens (what an ORT user sends).
+  at the same width and at the exact number of tokens (what an ORT user sends);
+- Keras' own int8 (`model.quantize("int8")` on a copy: int8 Dense kernels with per-channel
+  scales, activations quantized per call) in a `tf.function`, and its largest probability
+  difference from float32.
 
 The times are medians of 5 blocks of calls after a warm-up.
 """
@@ -115,6 +118,10 @@ def main(argv=None):
                                            providers=["CPUExecutionProvider"])
     graph_fn = tf.function(lambda x: model(x, training=False)["logits"])
     xla_fn = tf.function(lambda x: model(x, training=False)["logits"], jit_compile=True)
+    int8 = ours_classifier(hf_dir)
+    int8.quantize("int8")
+    int8_fn = tf.function(lambda x: int8(x, training=False)["logits"])
+    int8_drift = 0.0
 
     timing_rows, op_tables, largest = [], {}, None
     for width in widths:
@@ -126,6 +133,8 @@ def main(argv=None):
         ours = model(x)["logits"].numpy()
         theirs = session.run(["logits"], ort_feed)[0]
         largest = max(largest or 0.0, float(np.abs(ours - theirs).max()))
+        int8_drift = max(int8_drift, float(np.abs(
+            tf.nn.softmax(int8_fn(x)).numpy() - tf.nn.softmax(ours).numpy()).max()))
         per_op, session_ms, nodes = op_profile(model, width, args.runs)
         op_tables[width] = (per_op, nodes)
         timing_rows.append((
@@ -133,12 +142,14 @@ def main(argv=None):
             f"{block_ms(lambda: xla_fn(x), 100):.2f}", f"{session_ms:.2f}",
             f"{sum(per_op.values()) / 1000:.2f}",
             f"{block_ms(lambda: session.run(['logits'], ort_feed), 100):.2f}",
-            f"{block_ms(lambda: session.run(['logits'], exact), 100):.2f}"))
+            f"{block_ms(lambda: session.run(['logits'], exact), 100):.2f}",
+            f"{block_ms(lambda: int8_fn(x), 100):.2f}"))
         print(timing_rows[-1], flush=True)
 
     timing = markdown_table(
         ("width", "tf.function ms", "XLA ms", "TF1 session ms", "sum of kernels ms",
-         "ORT fused ms", f"ORT fused, exact {TOKENS} tokens ms"), timing_rows)
+         "ORT fused ms", f"ORT fused, exact {TOKENS} tokens ms", "Keras int8 ms"),
+        timing_rows)
     width = 24 if 24 in op_tables else widths[0]
     per_op, nodes = op_tables[width]
     total = sum(per_op.values())
@@ -147,7 +158,8 @@ def main(argv=None):
                          [(op, f"{us:.0f}", f"{us / total:.0%}") for op, us in top])
     body = (f"MiniLM classifier (6 layers, H=384, the bench/serving.py weights), one row of "
             f"{TOKENS} tokens padded to each width (24: what run_by_length gives it); logits agree with ONNX Runtime's to "
-            f"{largest:.1e}. Medians of 5 blocks of 100 calls; op times from "
+            f"{largest:.1e}; Keras int8's probabilities differ from float32's by up to "
+            f"{int8_drift:.1e}. Medians of 5 blocks of 100 calls; op times from "
             f"{args.runs} traced session runs ({nodes:.0f} nodes per run).\n\n{timing}\n\n"
             f"{ops}\n\nMachine: {machine()}\n\nCommand: `{command_line()}`\n")
     print(body)
