@@ -126,13 +126,11 @@ def hf_checkpoint(model_name, directory):
     if model_name == "minilm":
         model = transformers.BertForSequenceClassification.from_pretrained(
             minilm_dir(), num_labels=len(LABELS))
-        vocab = os.path.join(minilm_dir(), "vocab.txt")
     else:
         model = transformers.BertForSequenceClassification(
             transformers.BertConfig(**BASE, num_labels=len(LABELS)))
-        vocab = os.path.join(minilm_dir(), "vocab.txt")
     model.save_pretrained(directory)
-    shutil.copy(vocab, os.path.join(directory, "vocab.txt"))
+    shutil.copy(os.path.join(minilm_dir(), "vocab.txt"), os.path.join(directory, "vocab.txt"))
     return os.path.join(directory, "vocab.txt")
 
 
