@@ -1,0 +1,198 @@
+"""What both sides of the GPU kit run: model sizes, shapes, inputs, step counts and the
+FLOP count behind MFU. Plain Python and NumPy, so it imports beside Keras/JAX (ours.py)
+and beside torch (hf.py) alike.
+
+Model FLOPs of one training step (the count MFU divides; the same for both sides, so MFU
+ratios are speed ratios):
+
+    6 * N * tokens                 every dense layer, forward (2) + backward (4): N is the
+                                   encoder's weight-matrix parameters (12 layers' attention
+                                   and feed-forward, the pooler), plus the masked-LM
+                                   transform when pretraining
+  + 12 * L * H * S * tokens        attention scores and context (QK^T and PV), forward and
+                                   backward, over the padded length S
+  + 6 * H * V * predictions        the masked-LM output layer (tied to the word embeddings)
+                                   at the masked positions only (google's model computes it
+                                   there and nowhere else)
+
+tokens = batch * S. Embedding lookups, LayerNorm, softmax and GELU are not counted. A
+forward pass alone (inference) is a third of this.
+"""
+
+import json
+import os
+import time
+
+import numpy as np
+
+VOCAB_SIZE = 30522
+# (layers, hidden, heads, intermediate): google's BERT-base and large, and all-MiniLM-L6-v2's
+# shape (the model bench/serving.py serves), with bert-base-uncased's vocabulary.
+MODELS = {
+    "minilm": (6, 384, 12, 1536),
+    "base": (12, 768, 12, 3072),
+    "large": (24, 1024, 16, 4096),
+    "tiny": (2, 64, 2, 128),  # the CPU mode's
+}
+# Peak dense bf16 matrix throughput (FLOP/s) that MFU divides by, from NVIDIA's data sheets
+# (SXM parts; the H200 has the H100's tensor cores).
+PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
+
+# What each mode runs. gpu: the sizes the issue asks for. cpu: the same code on a tiny model
+# for a few steps (CI runs it so the kit does not rot between GPU draws).
+PLANS = {
+    "gpu": {
+        "pretrain": [  # (model, seq, predictions per sequence, batches to try, largest first)
+            ("base", 512, 76, (128, 64, 32)),
+            ("base", 128, 20, (512, 256, 128)),
+        ],
+        "finetune": [("base", 128, 32), ("minilm", 128, 32)],  # (model, seq, batch)
+        "inference": [("base", (1, 64)), ("minilm", (1, 64))],  # (model, batch sizes)
+        "probe": [("base", 128, 32), ("minilm", 128, 32), ("base", 128, 4)],
+        "warmup_steps": 3, "timed_steps": 20, "inference_texts": {1: 200, 64: 1024},
+        "parity_model": "base",
+    },
+    "cpu": {
+        "pretrain": [("tiny", 64, 8, (8,))],
+        "finetune": [("tiny", 32, 4)],
+        "inference": [("tiny", (1, 8))],
+        "probe": [("tiny", 32, 4)],
+        "warmup_steps": 1, "timed_steps": 2, "inference_texts": {1: 8, 8: 32},
+        "parity_model": "tiny",
+    },
+}
+SEED = 1234
+
+
+def config_dict(model):
+    """The model's HF-style config values (both sides build from these)."""
+    layers, hidden, heads, intermediate = MODELS[model]
+    return dict(vocab_size=VOCAB_SIZE, hidden_size=hidden, num_hidden_layers=layers,
+                num_attention_heads=heads, intermediate_size=intermediate,
+                max_position_embeddings=512, type_vocab_size=2, hidden_act="gelu",
+                hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                initializer_range=0.02, layer_norm_eps=1e-12)
+
+
+def dense_params(model, pretraining):
+    layers, h, _, i = MODELS[model]
+    per_layer = 4 * h * h + 2 * h * i   # Q, K, V, output; two feed-forward matrices
+    n = layers * per_layer + h * h      # + pooler
+    if pretraining:
+        n += h * h                      # masked-LM transform
+    return n
+
+
+def train_flops(model, batch, seq, predictions=0):
+    """Model FLOPs of one training step (module docstring)."""
+    layers, h, _, _ = MODELS[model]
+    tokens = batch * seq
+    flops = 6 * dense_params(model, predictions > 0) * tokens + 12 * layers * h * seq * tokens
+    return flops + 6 * h * VOCAB_SIZE * batch * predictions
+
+
+def peak_flops(device_name):
+    for key, value in PEAK_BF16.items():
+        if key in device_name:
+            return value
+    return None
+
+
+def pretraining_batch(batch, seq, predictions, seed=SEED):
+    """A random full-length masked-LM batch: ids in [1000, vocab), segment B on the second
+    half, `predictions` distinct masked positions per sequence (all weighted 1)."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(1000, VOCAB_SIZE, (batch, seq)).astype("int32")
+    segments = np.zeros((batch, seq), "int32")
+    segments[:, seq // 2:] = 1
+    positions = np.sort(np.stack([rng.choice(np.arange(1, seq - 1), predictions, replace=False)
+                                  for _ in range(batch)]), axis=1).astype("int32")
+    labels = np.take_along_axis(ids, positions, axis=1)
+    np.put_along_axis(ids, positions, 103, axis=1)  # [MASK] in bert-base-uncased
+    return {"token_ids": ids, "segment_ids": segments,
+            "padding_mask": np.ones((batch, seq), "int32"),
+            "masked_lm_positions": positions, "masked_lm_ids": labels,
+            "masked_lm_weights": np.ones((batch, predictions), "float32"),
+            "next_sentence_labels": rng.integers(0, 2, batch).astype("int32")}
+
+
+def classification_batch(batch, seq, seed=SEED):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(1000, VOCAB_SIZE, (batch, seq)).astype("int32")
+    return ({"token_ids": ids, "segment_ids": np.zeros_like(ids),
+             "padding_mask": np.ones_like(ids)},
+            rng.integers(0, 2, batch).astype("int32"))
+
+
+def parity_inputs(seq=32, batch=4, predictions=5):
+    """A padded batch for the logits comparison: rows of different lengths."""
+    x = pretraining_batch(batch, seq, predictions, seed=7)
+    for row in range(batch):
+        length = seq - 6 * row
+        x["padding_mask"][row, length:] = 0
+        x["token_ids"][row, length:] = 0
+        x["segment_ids"][row, length:] = 0
+        x["masked_lm_positions"][row] = np.arange(1, predictions + 1)
+    return {k: x[k] for k in ("token_ids", "segment_ids", "padding_mask",
+                              "masked_lm_positions")}
+
+
+def write_real_texts(count, vocab_file, path):
+    """Writes the token ids ([CLS] ... [SEP]) of `count` real short texts to `path` (JSON):
+    the first sentence of standard-library docstrings (bench/common.short_texts),
+    tokenized by bert_tf's plain Python WordPiece tokenizer (google's rules), capped at
+    128. Done once per run by kit.py; every worker reads them (`real_texts`)."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+    from common import short_texts
+    from bert_tf.pretraining_data.inputs import load_vocab
+    from bert_tf.pretraining_data.tokenizer import CachedTokenizer
+    vocab = load_vocab(vocab_file)
+    tokenizer = CachedTokenizer(vocab, do_lower_case=True)
+    texts = short_texts(count)
+    ids, counts = tokenizer.tokenize_lines(texts)
+    cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
+    out, start = [], 0
+    for n in counts:
+        out.append([cls] + [int(i) for i in ids[start:start + min(n, 126)]] + [sep])
+        start += n
+    with open(path, "w") as f:
+        json.dump(out, f)
+
+
+def real_texts(count, work_dir):
+    with open(os.path.join(work_dir, "texts.json")) as f:
+        return json.load(f)[:count]
+
+
+def padded_batches(sequences, batch, multiple=1):
+    """Consecutive batches, each padded to its longest row (rounded up to `multiple`)."""
+    for i in range(0, len(sequences), batch):
+        rows = sequences[i:i + batch]
+        width = max(len(r) for r in rows)
+        width = -(-width // multiple) * multiple
+        ids = np.zeros((len(rows), width), "int32")
+        mask = np.zeros((len(rows), width), "int32")
+        for j, r in enumerate(rows):
+            ids[j, :len(r)] = r
+            mask[j, :len(r)] = 1
+        yield {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": mask}
+
+
+class Results:
+    """Appends one JSON line per measurement to OUT/results.jsonl as soon as it is
+    taken, so a run stopped at its time limit still returns what it measured."""
+
+    def __init__(self, out_dir, side):
+        self.path = os.path.join(out_dir, "results.jsonl")
+        self.side = side
+
+    def add(self, **row):
+        row["side"] = self.side
+        with open(self.path, "a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(json.dumps(row), flush=True)
+
+
+def time_left(deadline):
+    return deadline - time.time()

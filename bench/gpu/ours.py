@@ -1,0 +1,236 @@
+"""The bert_tf side of the GPU kit: Keras 3 on its JAX backend, XLA-compiled, no TensorFlow.
+
+    KERAS_BACKEND=jax python bench/gpu/ours.py GROUP... --mode gpu|cpu --out DIR --work DIR --deadline T
+
+GROUPs: parity, pretrain, finetune, inference, probe (cases.py says the shapes). Each
+measurement is appended to OUT/results.jsonl as soon as it is taken. Training runs as a
+user runs it: `model.fit()` on mixed_bfloat16 models, compiled with jit_compile=True
+(pretraining through bert_tf.pretraining.fit: google's loss, AdamW with BERT's schedule
+and exclusions, global-norm clipping).
+"""
+
+import argparse
+import gc
+import os
+import sys
+import time
+
+sys.modules["tensorflow"] = None  # the GPU machines have none; prove it is not needed
+os.environ.setdefault("KERAS_BACKEND", "jax")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+import jax  # noqa: E402
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+import cases  # noqa: E402
+from bert_tf.checkpoints import load_pretrainer  # noqa: E402
+from bert_tf.config import BertConfig  # noqa: E402
+from bert_tf.encoder import BertEncoder  # noqa: E402
+from bert_tf.pretrainer import BertPretrainer  # noqa: E402
+from bert_tf.pretraining import fit  # noqa: E402
+from bert_tf.pretraining.optimization import create_optimizer  # noqa: E402
+from bert_tf.task_models import BertClassifier  # noqa: E402
+
+INPUTS = ("token_ids", "segment_ids", "padding_mask")
+
+
+def device_name():
+    return jax.devices()[0].device_kind
+
+
+def is_out_of_memory(error):
+    return "RESOURCE_EXHAUSTED" in str(error) or "out of memory" in str(error).lower()
+
+
+def repeat(batch):
+    while True:
+        yield batch
+
+
+def timed_fit(model, batch, warmup_steps, timed_steps):
+    """(seconds for the warm-up steps, compile included; seconds per timed step)."""
+    start = time.perf_counter()
+    model.fit(repeat(batch), steps_per_epoch=warmup_steps, epochs=1, verbose=0)
+    warm = time.perf_counter() - start
+    start = time.perf_counter()
+    history = model.fit(repeat(batch), steps_per_epoch=timed_steps, epochs=1, verbose=0)
+    seconds = (time.perf_counter() - start) / timed_steps
+    loss = float(history.history["loss"][-1])
+    if not np.isfinite(loss):
+        raise FloatingPointError(f"loss is {loss}")
+    return warm, seconds, loss
+
+
+def release(model):
+    del model
+    keras.backend.clear_session()
+    gc.collect()
+
+
+def parity(plan, work_dir, results):
+    """Logits of the checkpoint hf.py wrote, in float32 (full-precision matmuls) and in
+    mixed bfloat16, for kit.py to compare with HF's."""
+    x = cases.parity_inputs()
+    found = {}
+    for dtype in ("float32", "mixed_bfloat16"):
+        model = load_pretrainer(os.path.join(work_dir, "hf_checkpoint"), dtype=dtype)
+        with jax.default_matmul_precision("highest" if dtype == "float32" else "default"):
+            out = model(x, training=False)
+        found[f"mlm_{dtype}"] = np.asarray(out["mlm_logits"], "float32")
+        found[f"nsp_{dtype}"] = np.asarray(out["nsp_logits"], "float32")
+        release(model)
+    np.savez(os.path.join(work_dir, "parity_bert_tf.npz"), **found)
+    results.add(group="parity", model=plan["parity_model"], device=device_name())
+
+
+def pretrain(plan, results, deadline):
+    for model_name, seq, predictions, batches in plan["pretrain"]:
+        config = BertConfig(**cases.config_dict(model_name))
+        for batch_size in batches:
+            if cases.time_left(deadline) < 60 and plan is cases.PLANS["gpu"]:
+                results.add(group="pretrain", model=model_name, seq=seq, skipped="time")
+                return
+            model = BertPretrainer.from_config_object(config, dtype="mixed_bfloat16")
+            fit.compile_for_pretraining(model, learning_rate=1e-4, num_train_steps=10000,
+                                        num_warmup_steps=1000, jit_compile=True)
+            data = cases.pretraining_batch(batch_size, seq, predictions)
+            batch = ({k: data[k] for k in INPUTS + ("masked_lm_positions",)},
+                     {k: data[k] for k in ("masked_lm_ids", "masked_lm_weights",
+                                           "next_sentence_labels")})
+            try:
+                warm, seconds, loss = timed_fit(model, batch, plan["warmup_steps"],
+                                                plan["timed_steps"])
+            except Exception as e:  # noqa: BLE001  (an XLA out-of-memory error: next size)
+                release(model)
+                if not is_out_of_memory(e):
+                    raise
+                results.add(group="pretrain", model=model_name, seq=seq, batch=batch_size,
+                            out_of_memory=True)
+                continue
+            release(model)
+            results.add(group="pretrain", model=model_name, seq=seq, batch=batch_size,
+                        predictions=predictions, step_s=seconds, warmup_s=warm, loss=loss,
+                        flops=cases.train_flops(model_name, batch_size, seq, predictions))
+            break
+
+
+def finetune(plan, results, deadline):
+    for model_name, seq, batch_size in plan["finetune"]:
+        if cases.time_left(deadline) < 45 and plan is cases.PLANS["gpu"]:
+            results.add(group="finetune", model=model_name, seq=seq, skipped="time")
+            return
+        encoder = BertEncoder.from_config_object(BertConfig(**cases.config_dict(model_name)),
+                                                 dtype="mixed_bfloat16")
+        model = BertClassifier(encoder, num_classes=2)
+        model.compile(optimizer=create_optimizer("adamw", 2e-5, 10000, 1000,
+                                                 model.trainable_variables,
+                                                 global_clipnorm=1.0),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      jit_compile=True)
+        batch = cases.classification_batch(batch_size, seq)
+        warm, seconds, loss = timed_fit(model, batch, plan["warmup_steps"],
+                                        3 * plan["timed_steps"])
+        release(model)
+        results.add(group="finetune", model=model_name, seq=seq, batch=batch_size,
+                    step_s=seconds, warmup_s=warm, loss=loss,
+                    flops=cases.train_flops(model_name, batch_size, seq))
+
+
+def inference(plan, work_dir, results, deadline):
+    """Real short texts, each batch padded to its longest text rounded up to 32 (so XLA
+    compiles a handful of widths, all before the timed pass), bfloat16 weights."""
+    for model_name, batch_sizes in plan["inference"]:
+        encoder = BertEncoder.from_config_object(BertConfig(**cases.config_dict(model_name)),
+                                                 dtype="bfloat16")
+        model = BertClassifier(encoder, num_classes=2)
+        for batch_size in batch_sizes:
+            if cases.time_left(deadline) < 30 and plan is cases.PLANS["gpu"]:
+                results.add(group="inference", model=model_name, batch=batch_size,
+                            skipped="time")
+                return
+            texts = cases.real_texts(plan["inference_texts"][batch_size], work_dir)
+            batches = list(cases.padded_batches(texts, batch_size, multiple=32))
+            start = time.perf_counter()
+            for b in batches:  # warm-up: every width compiled
+                model.predict_on_batch(b)
+            warm = time.perf_counter() - start
+            start = time.perf_counter()
+            for b in batches:
+                logits = model.predict_on_batch(b)["logits"]
+            seconds = time.perf_counter() - start
+            if not np.all(np.isfinite(np.asarray(logits, "float32"))):
+                raise FloatingPointError("non-finite logits")
+            results.add(group="inference", model=model_name, batch=batch_size,
+                        texts=len(texts), seconds=seconds, warmup_s=warm,
+                        widths=sorted({b["token_ids"].shape[1] for b in batches}),
+                        tokens=int(sum(len(t) for t in texts)))
+        release(model)
+
+
+def probe(plan, results, deadline):
+    """Where a training step's time goes: the jitted forward + backward alone (no fit(),
+    no optimizer) at two batch sizes and two model sizes, with the number of kernels XLA
+    compiled it into. A time that does not grow with the model or the batch is launch or
+    host bound, not FLOP bound."""
+    for model_name, seq, batch_size in plan["probe"]:
+        if cases.time_left(deadline) < 30:
+            results.add(group="probe", model=model_name, batch=batch_size, skipped="time")
+            return
+        encoder = BertEncoder.from_config_object(BertConfig(**cases.config_dict(model_name)),
+                                                 dtype="mixed_bfloat16")
+        model = BertClassifier(encoder, num_classes=2)
+        x, y = cases.classification_batch(batch_size, seq)
+        trainable = [v.value for v in model.trainable_variables]
+        other = [v.value for v in model.non_trainable_variables]
+
+        def loss(trainable, x, y):
+            out, _ = model.stateless_call(trainable, other, x, training=True)
+            return keras.ops.mean(keras.losses.sparse_categorical_crossentropy(
+                y, out["logits"], from_logits=True))
+        x = jax.tree.map(jax.numpy.asarray, x)
+        y = jax.numpy.asarray(y)
+        compiled = jax.jit(jax.grad(loss)).lower(trainable, x, y).compile()
+        hlo = compiled.as_text()
+        jax.block_until_ready(compiled(trainable, x, y))
+        steps = 3 * plan["timed_steps"]
+        start = time.perf_counter()
+        for _ in range(steps):
+            grads = compiled(trainable, x, y)
+        jax.block_until_ready(grads)
+        results.add(group="probe", model=model_name, seq=seq, batch=batch_size,
+                    step_s=(time.perf_counter() - start) / steps,
+                    fusions=hlo.count(" fusion("), custom_calls=hlo.count(" custom-call("),
+                    flops=cases.train_flops(model_name, batch_size, seq))
+        release(model)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("groups", nargs="+",
+                        choices=["parity", "pretrain", "finetune", "inference", "probe"])
+    parser.add_argument("--mode", choices=sorted(cases.PLANS), required=True)
+    parser.add_argument("--out", required=True, help="where results.jsonl grows")
+    parser.add_argument("--work", required=True, help="the checkpoint, texts, logits")
+    parser.add_argument("--deadline", type=float, required=True)
+    args = parser.parse_args()
+    plan = cases.PLANS[args.mode]
+    results = cases.Results(args.out, "bert_tf")
+    for group in args.groups:
+        if group == "parity":
+            results.add(group="env", device=device_name(), jax=jax.__version__,
+                        keras=keras.__version__)
+            parity(plan, args.work, results)
+        elif group == "pretrain":
+            pretrain(plan, results, args.deadline)
+        elif group == "finetune":
+            finetune(plan, results, args.deadline)
+        elif group == "inference":
+            inference(plan, args.work, results, args.deadline)
+        else:
+            probe(plan, results, args.deadline)
+
+
+if __name__ == "__main__":
+    main()

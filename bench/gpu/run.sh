@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The GPU benchmark in one command (bench/gpu/README.md).
+#   bash bench/gpu/run.sh [--cpu] [BUDGET_SECONDS]
+# On the GPU machine: installs the wheels bench/gpu/fetch_wheels.sh put in .gpu_kit/
+# (what the machine's image lacks: keras and its two small dependencies), then runs every
+# group within the budget (default 480 s) and writes results.{jsonl,json,md} to $OUT
+# (else runs/gpu_kit). --cpu: the CPU mode (a tiny model, a few steps, JAX on the CPU), in
+# the environment at hand ($PYTHON, else python3); CI runs it.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+mode=gpu
+if [ "${1:-}" = --cpu ]; then mode=cpu; shift; fi
+budget=${1:-480}
+out=${OUT:-runs/gpu_kit}
+if [ "$mode" = gpu ]; then
+    if ! ls .gpu_kit/wheels/*.whl >/dev/null 2>&1; then
+        echo "error: .gpu_kit/wheels/ has no wheels: run bash bench/gpu/fetch_wheels.sh first and carry .gpu_kit" >&2
+        exit 2
+    fi
+    "${PYTHON:-python3}" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/gpu_kit_site .gpu_kit/wheels/*.whl || exit 1
+    export PYTHONPATH=/tmp/gpu_kit_site${PYTHONPATH:+:$PYTHONPATH}
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+else
+    export JAX_PLATFORMS=cpu CUDA_VISIBLE_DEVICES=""
+fi
+exec "${PYTHON:-python3}" bench/gpu/kit.py --mode "$mode" --out "$out" --budget "$budget"

@@ -1,0 +1,79 @@
+"""The GPU kit's arithmetic (bench/gpu/): the model-FLOP count behind MFU, the parity
+comparison and the summary's ratios. The kit itself runs in CI in its CPU mode (.ci/run)."""
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench", "gpu"))
+import cases  # noqa: E402
+import kit  # noqa: E402
+
+
+@pytest.mark.parametrize("model", ["tiny", "minilm"])
+def test_dense_parameters_are_hf_bert_weight_matrices(model):
+    """cases.dense_params counts what HF's BertForPreTraining holds in weight matrices,
+    less the embedding tables (lookups) and the 2-way next-sentence layer."""
+    torch = pytest.importorskip("torch")
+    import transformers
+    torch.manual_seed(0)
+    hf = transformers.BertForPreTraining(transformers.BertConfig(**cases.config_dict(model)))
+    matrices = sum(p.numel() for name, p in hf.named_parameters()
+                   if p.dim() == 2 and "embeddings" not in name)
+    hidden = cases.MODELS[model][1]
+    assert cases.dense_params(model, pretraining=True) + 2 * hidden == matrices
+    assert cases.dense_params(model, pretraining=False) == matrices - 2 * hidden - hidden ** 2
+
+
+def test_bert_base_pretraining_step_flops():
+    # 6 * 86,114,304 * 65,536 + 12 * 12 * 768 * 512 * 65,536 + 6 * 768 * 30,522 * 128 * 76
+    assert cases.train_flops("base", 128, 512, 76) == 38_940_572_123_136
+    assert cases.train_flops("base", 32, 128) == 6 * 85_524_480 * 4096 + 12 * 12 * 768 * 128 * 4096
+
+
+def test_parity_is_the_worst_relative_difference(tmp_path):
+    hf = {"mlm_float32": np.array([[4.0, -2.0]]), "nsp_float32": np.array([[1.0, 0.5]]),
+          "mlm_mixed_bfloat16": np.array([[4.0, -2.0]]),
+          "nsp_mixed_bfloat16": np.array([[1.0, 0.5]])}
+    ours = dict(hf, mlm_float32=np.array([[4.0, -2.004]]),
+                nsp_mixed_bfloat16=np.array([[1.0, 0.45]]))
+    np.savez(tmp_path / "parity_hf.npz", **hf)
+    np.savez(tmp_path / "parity_bert_tf.npz", **ours)
+    found = kit.compare_parity(str(tmp_path))
+    assert found["float32"] == pytest.approx(0.004 / 4.0)
+    assert found["mixed_bfloat16"] == pytest.approx(0.05 / 1.0)
+
+
+def test_summary_ratio_and_mfu():
+    rows = [{"group": "env", "side": "hf", "device": "NVIDIA H100 80GB HBM3", "torch": "2"},
+            {"group": "pretrain", "side": "bert_tf", "model": "base", "seq": 512,
+             "batch": 64, "step_s": 0.1, "flops": 1.978e13},
+            {"group": "pretrain", "side": "hf", "model": "base", "seq": 512, "batch": 128,
+             "step_s": 0.5, "flops": 3.956e13},
+            {"group": "pretrain", "side": "hf", "model": "base", "seq": 128, "batch": 512,
+             "out_of_memory": True},
+            {"group": "inference", "side": "bert_tf", "model": "base", "batch": 1,
+             "texts": 100, "seconds": 0.5},
+            {"group": "inference", "side": "hf", "model": "base", "batch": 1, "texts": 100,
+             "seconds": 1.0}]
+    summary = kit.summarise(rows, {"float32": 1e-6}, "gpu", 500)
+    pretrain, inference = summary["table"]
+    assert pretrain["bert_tf"]["rate"] == pytest.approx(64 * 512 / 0.1)
+    assert pretrain["ratio"] == pytest.approx((64 * 512 / 0.1) / (128 * 512 / 0.5))
+    assert pretrain["bert_tf"]["mfu"] == pytest.approx(1.978e13 / 0.1 / 989e12)
+    assert inference["ratio"] == pytest.approx(2.0)
+    assert summary["notes"] == ["hf pretrain base seq 128: batch 512 did not fit"]
+    text = kit.markdown(summary)
+    assert "| pretrain | base | 512 | 64 / 128 |" in text and "**2.50x**" in text
+    json.dumps(summary)
+
+
+def test_hf_writes_the_checkpoint_before_bert_tf_reads_it():
+    for mode in ("gpu", "cpu"):
+        steps = kit.schedule(mode)
+        first = [side for side, _, groups in steps if "parity" in groups]
+        assert first == ["hf", "bert_tf"]
+        assert not any(side == "hf" and "probe" in groups for side, _, groups in steps)
