@@ -19,6 +19,7 @@ tokens = batch * S. Embedding lookups, LayerNorm, softmax and GELU are not count
 forward pass alone (inference) is a third of this.
 """
 
+import argparse
 import json
 import os
 import time
@@ -194,5 +195,21 @@ class Results:
         print(json.dumps(row), flush=True)
 
 
-def time_left(deadline):
-    return deadline - time.time()
+def worker_args(doc, groups):
+    """A worker's (ours.py, hf.py) command line: the groups to run, in order."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("groups", nargs="+", choices=groups)
+    parser.add_argument("--mode", choices=sorted(PLANS), required=True)
+    parser.add_argument("--out", required=True, help="where results.jsonl grows")
+    parser.add_argument("--work", required=True, help="the checkpoint, texts, logits")
+    parser.add_argument("--deadline", type=float, required=True)
+    return parser.parse_args()
+
+
+def out_of_time(plan, deadline, seconds, results, **row):
+    """True (and the row recorded as skipped) when a GPU run has under `seconds` left
+    before its deadline. The CPU mode runs everything."""
+    if plan is PLANS["cpu"] or deadline - time.time() >= seconds:
+        return False
+    results.add(**row, skipped="time")
+    return True

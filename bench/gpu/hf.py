@@ -14,7 +14,6 @@ The parity group writes the checkpoint both sides load (WORK/hf_checkpoint, seed
 HF's logits on cases.parity_inputs().
 """
 
-import argparse
 import gc
 import os
 import sys
@@ -128,8 +127,8 @@ def parity(plan, work_dir, results):
 def pretrain(plan, results, deadline, compile_model):
     for model_name, seq, predictions, batches in plan["pretrain"]:
         for batch_size in batches:
-            if cases.time_left(deadline) < 60 and plan is cases.PLANS["gpu"]:
-                results.add(group="pretrain", model=model_name, seq=seq, skipped="time")
+            if cases.out_of_time(plan, deadline, 60, results, group="pretrain",
+                                 model=model_name, seq=seq):
                 return
             data = cases.pretraining_batch(batch_size, seq, predictions)
             labels = np.full(data["token_ids"].shape, -100, "int64")
@@ -161,8 +160,8 @@ def pretrain(plan, results, deadline, compile_model):
 
 def finetune(plan, results, deadline, compile_model):
     for model_name, seq, batch_size in plan["finetune"]:
-        if cases.time_left(deadline) < 45 and plan is cases.PLANS["gpu"]:
-            results.add(group="finetune", model=model_name, seq=seq, skipped="time")
+        if cases.out_of_time(plan, deadline, 45, results, group="finetune",
+                             model=model_name, seq=seq):
             return
         x, y = cases.classification_batch(batch_size, seq)
         inputs = hf_inputs(to_torch(x))
@@ -184,9 +183,8 @@ def inference(plan, work_dir, results, deadline):
             config(model_name, num_labels=2))
         model = model.to(device(), torch.bfloat16).eval()
         for batch_size in batch_sizes:
-            if cases.time_left(deadline) < 30 and plan is cases.PLANS["gpu"]:
-                results.add(group="inference", model=model_name, batch=batch_size,
-                            skipped="time")
+            if cases.out_of_time(plan, deadline, 30, results, group="inference",
+                                 model=model_name, batch=batch_size):
                 return
             texts = cases.real_texts(plan["inference_texts"][batch_size], work_dir)
             batches = [hf_inputs(to_torch(b)) for b in cases.padded_batches(texts, batch_size)]
@@ -209,14 +207,7 @@ def inference(plan, work_dir, results, deadline):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("groups", nargs="+",
-                        choices=["parity", "pretrain", "finetune", "inference"])
-    parser.add_argument("--mode", choices=sorted(cases.PLANS), required=True)
-    parser.add_argument("--out", required=True, help="where results.jsonl grows")
-    parser.add_argument("--work", required=True, help="the checkpoint, texts, logits")
-    parser.add_argument("--deadline", type=float, required=True)
-    args = parser.parse_args()
+    args = cases.worker_args(__doc__, ["parity", "pretrain", "finetune", "inference"])
     plan = cases.PLANS[args.mode]
     results = cases.Results(args.out, "hf")
     compile_model = args.mode == "gpu"

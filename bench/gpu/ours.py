@@ -1,6 +1,7 @@
 """The bert_tf side of the GPU kit: Keras 3 on its JAX backend, XLA-compiled, no TensorFlow.
 
-    KERAS_BACKEND=jax python bench/gpu/ours.py GROUP... --mode gpu|cpu --out DIR --work DIR --deadline T
+    KERAS_BACKEND=jax python bench/gpu/ours.py GROUP... --mode gpu|cpu --out DIR --work DIR \
+        --deadline T
 
 GROUPs: parity, pretrain, finetune, inference, probe (cases.py says the shapes). Each
 measurement is appended to OUT/results.jsonl as soon as it is taken. Training runs as a
@@ -9,7 +10,6 @@ user runs it: `model.fit()` on mixed_bfloat16 models, compiled with jit_compile=
 and exclusions, global-norm clipping).
 """
 
-import argparse
 import gc
 import os
 import sys
@@ -47,6 +47,12 @@ def is_out_of_memory(error):
 def repeat(batch):
     while True:
         yield batch
+
+
+def classifier(model_name, dtype):
+    """A 2-class BertClassifier of the named size (random weights) in `dtype`."""
+    config = BertConfig(**cases.config_dict(model_name))
+    return BertClassifier(BertEncoder.from_config_object(config, dtype=dtype), num_classes=2)
 
 
 def timed_fit(model, batch, warmup_steps, timed_steps):
@@ -89,8 +95,8 @@ def pretrain(plan, results, deadline):
     for model_name, seq, predictions, batches in plan["pretrain"]:
         config = BertConfig(**cases.config_dict(model_name))
         for batch_size in batches:
-            if cases.time_left(deadline) < 60 and plan is cases.PLANS["gpu"]:
-                results.add(group="pretrain", model=model_name, seq=seq, skipped="time")
+            if cases.out_of_time(plan, deadline, 60, results, group="pretrain",
+                                 model=model_name, seq=seq):
                 return
             model = BertPretrainer.from_config_object(config, dtype="mixed_bfloat16")
             fit.compile_for_pretraining(model, learning_rate=1e-4, num_train_steps=10000,
@@ -118,12 +124,10 @@ def pretrain(plan, results, deadline):
 
 def finetune(plan, results, deadline):
     for model_name, seq, batch_size in plan["finetune"]:
-        if cases.time_left(deadline) < 45 and plan is cases.PLANS["gpu"]:
-            results.add(group="finetune", model=model_name, seq=seq, skipped="time")
+        if cases.out_of_time(plan, deadline, 45, results, group="finetune",
+                             model=model_name, seq=seq):
             return
-        encoder = BertEncoder.from_config_object(BertConfig(**cases.config_dict(model_name)),
-                                                 dtype="mixed_bfloat16")
-        model = BertClassifier(encoder, num_classes=2)
+        model = classifier(model_name, "mixed_bfloat16")
         model.compile(optimizer=create_optimizer("adamw", 2e-5, 10000, 1000,
                                                  model.trainable_variables,
                                                  global_clipnorm=1.0),
@@ -142,13 +146,10 @@ def inference(plan, work_dir, results, deadline):
     """Real short texts, each batch padded to its longest text rounded up to 32 (so XLA
     compiles a handful of widths, all before the timed pass), bfloat16 weights."""
     for model_name, batch_sizes in plan["inference"]:
-        encoder = BertEncoder.from_config_object(BertConfig(**cases.config_dict(model_name)),
-                                                 dtype="bfloat16")
-        model = BertClassifier(encoder, num_classes=2)
+        model = classifier(model_name, "bfloat16")
         for batch_size in batch_sizes:
-            if cases.time_left(deadline) < 30 and plan is cases.PLANS["gpu"]:
-                results.add(group="inference", model=model_name, batch=batch_size,
-                            skipped="time")
+            if cases.out_of_time(plan, deadline, 30, results, group="inference",
+                                 model=model_name, batch=batch_size):
                 return
             texts = cases.real_texts(plan["inference_texts"][batch_size], work_dir)
             batches = list(cases.padded_batches(texts, batch_size, multiple=32))
@@ -175,12 +176,10 @@ def probe(plan, results, deadline):
     compiled it into. A time that does not grow with the model or the batch is launch or
     host bound, not FLOP bound."""
     for model_name, seq, batch_size in plan["probe"]:
-        if cases.time_left(deadline) < 30:
-            results.add(group="probe", model=model_name, batch=batch_size, skipped="time")
+        if cases.out_of_time(plan, deadline, 30, results, group="probe",
+                             model=model_name, batch=batch_size):
             return
-        encoder = BertEncoder.from_config_object(BertConfig(**cases.config_dict(model_name)),
-                                                 dtype="mixed_bfloat16")
-        model = BertClassifier(encoder, num_classes=2)
+        model = classifier(model_name, "mixed_bfloat16")
         x, y = cases.classification_batch(batch_size, seq)
         trainable = [v.value for v in model.trainable_variables]
         other = [v.value for v in model.non_trainable_variables]
@@ -207,14 +206,7 @@ def probe(plan, results, deadline):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("groups", nargs="+",
-                        choices=["parity", "pretrain", "finetune", "inference", "probe"])
-    parser.add_argument("--mode", choices=sorted(cases.PLANS), required=True)
-    parser.add_argument("--out", required=True, help="where results.jsonl grows")
-    parser.add_argument("--work", required=True, help="the checkpoint, texts, logits")
-    parser.add_argument("--deadline", type=float, required=True)
-    args = parser.parse_args()
+    args = cases.worker_args(__doc__, ["parity", "pretrain", "finetune", "inference", "probe"])
     plan = cases.PLANS[args.mode]
     results = cases.Results(args.out, "bert_tf")
     for group in args.groups:
