@@ -111,10 +111,11 @@ def test_last_block_at_cls_only_equals_its_full_rows():
 
 def test_a_pooled_head_needs_only_the_last_blocks_cls_row():
     """What TensorFlow runs for a classifier's logits (the graph pruned to them, as its
-    runtime prunes a function) holds no full-width last block: 4 MatMuls for the first
-    block (query/key/value, attention output, feed-forward in and out), 5 for the last
-    block's [CLS] path (keys and values, the [CLS] query, the rest), the pooler's and the
-    head's. The sequence output still takes the full last block."""
+    runtime prunes a function) holds no full-width last block: the token-type
+    embedding's one-hot MatMul, 4 for the first block (query/key/value, attention output,
+    feed-forward in and out), 5 for the last block's [CLS] path (keys and values, the
+    [CLS] query, the rest), the pooler's and the head's. The sequence output still takes
+    the full last block."""
     from tensorflow.python.framework.convert_to_constants import \
         convert_variables_to_constants_v2
 
@@ -130,5 +131,5 @@ def test_a_pooled_head_needs_only_the_last_blocks_cls_row():
             graph, [t.name.split(":")[0] for t in frozen.outputs])
         return sum(node.op == "MatMul" for node in needed.node)
 
-    assert matmuls(lambda x: model(x)["logits"]) == 4 + 5 + 1 + 1
-    assert matmuls(lambda x: encoder(x)["sequence_output"]) == 4 + 4
+    assert matmuls(lambda x: model(x)["logits"]) == 1 + 4 + 5 + 1 + 1
+    assert matmuls(lambda x: encoder(x)["sequence_output"]) == 1 + 4 + 4

@@ -27,14 +27,17 @@ class BertEmbeddings(keras.layers.Layer):
 
     def build(self, input_shape):
         init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
-        self.word_embeddings = self.add_weight(
-            name="word_embeddings", shape=(self.vocab_size, self.hidden_size), initializer=init)
-        self.position_embeddings = self.add_weight(
-            name="position_embeddings", shape=(self.max_position_embeddings, self.hidden_size),
-            initializer=init)
-        self.token_type_embeddings = self.add_weight(
-            name="token_type_embeddings", shape=(self.type_vocab_size, self.hidden_size),
-            initializer=init)
+        # autocast=False: under a mixed policy the tables are read in their own float32,
+        # the three embeddings summed in float32 and the sum cast once, so each lookup's
+        # gradient accumulates in float32 (a bfloat16 scatter-add of every token's
+        # gradient into a few rows, [CLS]'s or [PAD]'s, loses precision). The masked-LM
+        # head casts the word table itself.
+        def table(name, rows):
+            return self.add_weight(name=name, shape=(rows, self.hidden_size),
+                                   initializer=init, autocast=False)
+        self.word_embeddings = table("word_embeddings", self.vocab_size)
+        self.position_embeddings = table("position_embeddings", self.max_position_embeddings)
+        self.token_type_embeddings = table("token_type_embeddings", self.type_vocab_size)
         self.layer_norm.build((None, None, self.hidden_size))
         self.built = True
 
@@ -42,7 +45,14 @@ class BertEmbeddings(keras.layers.Layer):
         # token_ids, segment_ids: [batch, seq]
         seq_length = ops.shape(token_ids)[1]
         words = ops.take(self.word_embeddings, token_ids, axis=0)  # [batch, seq, hidden]
-        types = ops.take(self.token_type_embeddings, segment_ids, axis=0)
+        # Token types through a one-hot matmul, as google's model does ("always faster for
+        # a small vocabulary"): the same values as a lookup, and its gradient is a
+        # [types, tokens] x [tokens, hidden] product, where a lookup's is a scatter-add in
+        # which every token writes to one of two rows: on a GPU, atomic adds on the same
+        # addresses, the likeliest cause of bench/gpu/README.md's slow steps.
+        table = self.token_type_embeddings
+        types = ops.matmul(ops.one_hot(segment_ids, self.type_vocab_size, dtype=table.dtype),
+                           table)
         positions = self.position_embeddings[:seq_length]  # [seq, hidden], broadcast on batch
         x = words + types + positions[None]
         x = self.layer_norm(ops.cast(x, self.compute_dtype))
