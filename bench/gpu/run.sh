@@ -3,14 +3,14 @@
 #   bash bench/gpu/run.sh [--cpu] [BUDGET_SECONDS]
 # On the GPU machine: installs the wheels bench/gpu/fetch_wheels.sh put in .gpu_kit/
 # (what the machine's image lacks: keras and its two small dependencies), then runs every
-# group within the budget (default 480 s) and writes results.{jsonl,json,md} to $OUT
+# group within the budget (default 520 s) and writes results.{jsonl,json,md} to $OUT
 # (else runs/gpu_kit). --cpu: the CPU mode (a tiny model, a few steps, JAX on the CPU), in
 # the environment at hand ($PYTHON, else python3); CI runs it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 mode=gpu
 if [ "${1:-}" = --cpu ]; then mode=cpu; shift; fi
-budget=${1:-480}
+budget=${1:-520}
 out=${OUT:-runs/gpu_kit}
 if [ "$mode" = gpu ]; then
     if ! ls .gpu_kit/wheels/*.whl >/dev/null 2>&1; then
