@@ -18,7 +18,7 @@ from bert_tf.checkpoint_formats import core
 from bert_tf.checkpoint_formats.core import (  # noqa: F401  (re-exported)
     GOOGLE_CONFIG_NAME, HF_CONFIG_NAME, VOCAB_NAME, Checkpoint, CheckpointFormat,
     CheckpointMismatchError, LoadReport, format_names, formats, get_format, google_variables,
-    hf_state_dict, register_format, split_model, unregister_format)
+    hf_state_dict, register_format, split_model, unregister_format, writable_format_names)
 from bert_tf.checkpoint_formats.google import (  # noqa: F401  (re-exported)
     GOOGLE_CKPT_NAME, read_google_checkpoint, write_google_checkpoint)
 from bert_tf.checkpoint_formats.hf import (  # noqa: F401  (re-exported)
@@ -28,7 +28,8 @@ from bert_tf.checkpoint_formats.keras import (  # noqa: F401  (re-exported)
     KERAS_MODEL_NAME, read_keras_model, write_keras_model)
 from bert_tf.registry import resolve_checkpoint
 
-# The built-in formats, in registration order (google, hf, keras, keras_hub); a format
+# The built-in formats, in registration order (google, hf, keras, keras_hub,
+# model_garden); a format
 # registered later is taken by every function below too (see `format_names()`).
 FORMATS = format_names()
 
@@ -36,11 +37,11 @@ FORMATS = format_names()
 # -- reading ----------------------------------------------------------------------------
 
 def detect_format(path):
-    """The name of the registered format `path` holds ("google", "hf", "keras" or
-    "keras_hub" among the built-in ones), tried in registration order; ValueError when it
-    is none of them."""
+    """The name of the registered format `path` holds ("google", "hf", "keras",
+    "keras_hub" or "model_garden" among the built-in ones), tried in registration order,
+    those that look inside the files first; ValueError when it is none of them."""
     path = os.fspath(path)
-    for checkpoint_format in formats():
+    for checkpoint_format in sorted(formats(), key=lambda f: not f.looks_inside):
         if checkpoint_format.detect(path):
             return checkpoint_format.name
     if os.path.isdir(path):
@@ -142,8 +143,8 @@ def save_checkpoint(model, output, output_format, vocab_file=None, overwrite=Fal
     """Writes `model` in `output_format` to `output`, under a temporary name in the same
     folder first, then renamed: a crash never leaves a half-written `output`."""
     checkpoint_format = get_format(output_format)
-    if checkpoint_format is None:
-        raise ValueError(f"output_format must be one of {format_names()}, "
+    if checkpoint_format is None or checkpoint_format.write is None:
+        raise ValueError(f"output_format must be one of {writable_format_names()}, "
                          f"got {output_format!r}")
     output = os.path.abspath(output)
     # A format with a file suffix (keras: .keras) writes one file for such a name.

@@ -18,7 +18,7 @@ from bert_tf.cli import ArgumentParser, boolean, check_not_inputs, run_main
 
 
 def parse_args(argv=None):
-    from bert_tf.checkpoints import format_names
+    from bert_tf.checkpoints import format_names, writable_format_names
     parser = ArgumentParser(
         prog="python -m bert_tf.convert_checkpoint",
         description=__doc__.split("\n\n")[0] + " Formats: google = bert_model.ckpt + "
@@ -35,7 +35,7 @@ def parse_args(argv=None):
     parser.add_argument("--output", required=True,
                         help="directory to write (for keras, a path ending in .keras writes "
                              "just that file)")
-    parser.add_argument("--output_format", required=True, choices=format_names())
+    parser.add_argument("--output_format", required=True, choices=writable_format_names())
     parser.add_argument("--input_format", default="auto", choices=("auto",) + format_names(),
                         help="default: detected from --input")
     parser.add_argument("--bert_config_file", default=None,

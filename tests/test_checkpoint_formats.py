@@ -11,7 +11,7 @@ import pytest
 from bert_tf import checkpoints
 from bert_tf.checkpoint_formats.core import (
     GOOGLE_CONFIG_NAME, Checkpoint, CheckpointFormat, format_names, google_variables,
-    register_format, split_model, unregister_format)
+    register_format, split_model, unregister_format, writable_format_names)
 from bert_tf.config import BertConfig
 from bert_tf.convert_checkpoint import main as convert_main
 from bert_tf.pretrainer import BertPretrainer
@@ -70,12 +70,15 @@ def random_pretrainer(seed):
 
 
 def test_builtin_formats_in_the_order_the_command_lists_them():
-    builtin = ("google", "hf", "keras", "keras_hub")
-    assert format_names()[:4] == builtin
+    builtin = ("google", "hf", "keras", "keras_hub", "model_garden")
+    assert format_names()[:5] == builtin
     assert checkpoints.FORMATS == builtin
+    # Model Garden's is read only: no --output_format choice.
+    assert writable_format_names()[:4] == builtin[:4] and "model_garden" not in \
+        writable_format_names()
     with pytest.raises(ValueError, match="already registered"):
         register_format(CheckpointFormat("hf", _npz_detect, _npz_read, _npz_write))
-    assert format_names()[:4] == builtin
+    assert format_names()[:5] == builtin
 
 
 def test_a_registered_format_converts_end_to_end(npz_format, tmp_path, capsys):

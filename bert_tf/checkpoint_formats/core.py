@@ -22,6 +22,7 @@ order of detection and of convert_checkpoint's choices.
 """
 
 import dataclasses
+import glob
 import logging
 import os
 import re
@@ -52,16 +53,20 @@ class CheckpointFormat:
     name: what `--input_format` / `--output_format` and `Checkpoint.format` call it.
     detect(path) -> bool: whether `path` holds a checkpoint of this format.
     read(path, bert_config_file) -> Checkpoint.
-    write(model, path, vocab_file=None) -> the path written.
+    write(model, path, vocab_file=None) -> the path written; None for a format that is
+        read only (it is then no `--output_format` choice).
     hf_names: its tensors carry HF names (see `_hf_name`) rather than google's.
     file_suffix: an output path ending in it is one file, not a directory (".keras").
+    looks_inside: its detection reads the files rather than going by their names; such
+        formats are tried first (Model Garden's TF2 files carry google's file name).
     """
     name: str
     detect: Callable
     read: Callable
-    write: Callable
+    write: Optional[Callable]
     hf_names: bool = False
     file_suffix: Optional[str] = None
+    looks_inside: bool = False
 
 
 _REGISTRY = {}
@@ -89,6 +94,11 @@ def formats():
 def format_names():
     """The registered formats' names, in registration order."""
     return tuple(_REGISTRY)
+
+
+def writable_format_names():
+    """The registered formats that can be written, in registration order."""
+    return tuple(name for name, f in _REGISTRY.items() if f.write is not None)
 
 
 def get_format(name):
@@ -387,6 +397,28 @@ def restore(model, checkpoint, allow_missing_heads=False, ignore=()):
 
 
 # -- files every format's directory shares ----------------------------------------------
+
+def tf_checkpoint_prefix(path, file_name="bert_model.ckpt"):
+    """The TensorFlow checkpoint prefix `path` names (a prefix, an .index/.data file, or a
+    directory holding `file_name`, a `checkpoint` state file or a single .index), or None.
+    TensorFlow is imported only for a `checkpoint` state file, so HF and Keras checkpoints
+    load on Keras' other backends without it."""
+    if os.path.isdir(path):
+        if os.path.exists(os.path.join(path, file_name + ".index")):
+            return os.path.join(path, file_name)
+        if os.path.exists(os.path.join(path, "checkpoint")):
+            import tensorflow as tf
+            latest = tf.train.latest_checkpoint(path)
+            if latest:
+                return latest
+        indexes = glob.glob(os.path.join(glob.escape(path), "*.index"))
+        return indexes[0][:-len(".index")] if len(indexes) == 1 else None
+    for suffix in (".index", ".meta"):
+        if path.endswith(suffix):
+            path = path[:-len(suffix)]
+    path = re.sub(r"\.data-\d+-of-\d+$", "", path)
+    return path if os.path.exists(path + ".index") else None
+
 
 def find_file(directory, names, given=None, what="file"):
     """`given` when set (checked to exist), else the first of `names` in `directory`, else

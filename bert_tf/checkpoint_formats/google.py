@@ -6,13 +6,13 @@ SaveV2, the op `tf.compat.v1.train.Saver` runs, so google's `init_from_checkpoin
 `Saver.restore` read the result.
 """
 
-import glob
 import os
 import re
 
 from bert_tf.checkpoint_formats.core import (
     GOOGLE_CONFIG_NAME, HF_CONFIG_NAME, VOCAB_NAME, Checkpoint, CheckpointFormat,
-    copy_vocab, find_file, google_variables, register_format, split_model)
+    copy_vocab, find_file, google_variables, register_format, split_model,
+    tf_checkpoint_prefix)
 from bert_tf.config import BertConfig
 
 GOOGLE_CKPT_NAME = "bert_model.ckpt"
@@ -26,24 +26,8 @@ _GOOGLE_TRAINING_STATE = re.compile(
 
 def google_prefix(path):
     """The TF1 checkpoint prefix `path` names (a prefix, an .index/.data file, or a
-    directory holding bert_model.ckpt or a `checkpoint` state file), or None.
-    TensorFlow is imported only for a `checkpoint` state file, so HF and Keras checkpoints
-    load on Keras' other backends without it."""
-    if os.path.isdir(path):
-        if os.path.exists(os.path.join(path, GOOGLE_CKPT_NAME + ".index")):
-            return os.path.join(path, GOOGLE_CKPT_NAME)
-        if os.path.exists(os.path.join(path, "checkpoint")):
-            import tensorflow as tf
-            latest = tf.train.latest_checkpoint(path)
-            if latest:
-                return latest
-        indexes = glob.glob(os.path.join(glob.escape(path), "*.index"))
-        return indexes[0][:-len(".index")] if len(indexes) == 1 else None
-    for suffix in (".index", ".meta"):
-        if path.endswith(suffix):
-            path = path[:-len(suffix)]
-    path = re.sub(r"\.data-\d+-of-\d+$", "", path)
-    return path if os.path.exists(path + ".index") else None
+    directory holding bert_model.ckpt or a `checkpoint` state file), or None."""
+    return tf_checkpoint_prefix(path, GOOGLE_CKPT_NAME)
 
 
 def _is_optimizer_slot(name, names):
