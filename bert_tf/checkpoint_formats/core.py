@@ -420,6 +420,17 @@ def tf_checkpoint_prefix(path, file_name="bert_model.ckpt"):
     return path if os.path.exists(path + ".index") else None
 
 
+def config_beside(prefix, bert_config_file=None):
+    """The BertConfig of the TF checkpoint at `prefix`: `bert_config_file`, else the
+    bert_config.json (or config.json) beside it."""
+    config_file = find_file(os.path.dirname(prefix), (GOOGLE_CONFIG_NAME, HF_CONFIG_NAME),
+                            bert_config_file, "bert_config_file")
+    if config_file is None:
+        raise FileNotFoundError(f"{prefix}: no {GOOGLE_CONFIG_NAME} beside the checkpoint; "
+                                "pass bert_config_file")
+    return BertConfig.from_json_file(config_file)
+
+
 def find_file(directory, names, given=None, what="file"):
     """`given` when set (checked to exist), else the first of `names` in `directory`, else
     None."""

@@ -10,10 +10,9 @@ import os
 import re
 
 from bert_tf.checkpoint_formats.core import (
-    GOOGLE_CONFIG_NAME, HF_CONFIG_NAME, VOCAB_NAME, Checkpoint, CheckpointFormat,
+    GOOGLE_CONFIG_NAME, VOCAB_NAME, Checkpoint, CheckpointFormat, config_beside,
     copy_vocab, find_file, google_variables, register_format, split_model,
     tf_checkpoint_prefix)
-from bert_tf.config import BertConfig
 
 GOOGLE_CKPT_NAME = "bert_model.ckpt"
 
@@ -48,12 +47,7 @@ def read_google_checkpoint(path, bert_config_file=None):
         raise FileNotFoundError(f"{path}: no TF1 checkpoint (expected {path}.index or a "
                                 f"directory with {GOOGLE_CKPT_NAME}.index)")
     directory = os.path.dirname(prefix)
-    config_file = find_file(directory, (GOOGLE_CONFIG_NAME, HF_CONFIG_NAME),
-                            bert_config_file, "bert_config_file")
-    if config_file is None:
-        raise FileNotFoundError(f"{prefix}: no {GOOGLE_CONFIG_NAME} beside the checkpoint; "
-                                "pass bert_config_file")
-    config = BertConfig.from_json_file(config_file)
+    config = config_beside(prefix, bert_config_file)
     try:
         reader = tf.train.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as e:

@@ -19,9 +19,8 @@ import os
 import re
 
 from bert_tf.checkpoint_formats.core import (
-    GOOGLE_CONFIG_NAME, HF_CONFIG_NAME, VOCAB_NAME, Checkpoint, CheckpointFormat, find_file,
+    VOCAB_NAME, Checkpoint, CheckpointFormat, config_beside, find_file,
     logger, register_format, tf_checkpoint_prefix)
-from bert_tf.config import BertConfig
 
 _SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 _ROOTS = ("encoder", "model")
@@ -119,12 +118,7 @@ def read_model_garden_checkpoint(path, bert_config_file=None):
         raise FileNotFoundError(f"{path}: no Model Garden TF2 encoder checkpoint (expected "
                                 f"tf.train.Checkpoint(encoder=BertEncoder) files)")
     directory = os.path.dirname(prefix)
-    config_file = find_file(directory, (GOOGLE_CONFIG_NAME, HF_CONFIG_NAME),
-                            bert_config_file, "bert_config_file")
-    if config_file is None:
-        raise FileNotFoundError(f"{prefix}: no {GOOGLE_CONFIG_NAME} beside the checkpoint; "
-                                "pass bert_config_file")
-    config = BertConfig.from_json_file(config_file)
+    config = config_beside(prefix, bert_config_file)
     if config.hidden_act == "gelu":
         logger.warning("%s: Model Garden computes hidden_act 'gelu' as the tanh "
                        "approximation; the model uses gelu_tanh", prefix)
