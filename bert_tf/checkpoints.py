@@ -87,7 +87,8 @@ def load_pretrainer(path, input_format="auto", bert_config_file=None,
             (model.safetensors / pytorch_model.bin + config.json) or a .keras file; or a
             released checkpoint's name ("uncased_L-12_H-768_A-12", "bert-base-uncased",
             ...), downloaded once into the cache (bert_tf/registry.py).
-        input_format: "auto", "google", "hf", "keras" or "keras_hub".
+        input_format: "auto" or a registered format: "google", "hf", "keras", "keras_hub",
+            "model_garden" (read only).
         bert_config_file: the config when it is not beside the weights.
         allow_missing_heads, ignore: see above; tensor names to leave unrestored.
         dtype: a Keras dtype policy for the model.

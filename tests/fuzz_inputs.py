@@ -155,6 +155,19 @@ def build(directory, minilm_dir):
     ns.keras_cut = cut(ns.keras, d("model_cut.keras"))
     ns.keras_flipped = flip(ns.keras, d("model_flipped.keras"), 30)
 
+    # Model Garden's trainer model_dir (tests/fixtures/model_garden/trainer) with its
+    # .data file cut to a tenth (the optimizer state, never read, fills its second half),
+    # and with a params.yaml of a pre-LayerNorm encoder.
+    trainer = os.path.join(os.path.dirname(__file__), "fixtures", "model_garden", "trainer")
+    ns.mg_data_cut, ns.mg_norm_first = d("mg_data_cut"), d("mg_norm_first")
+    for target in (ns.mg_data_cut, ns.mg_norm_first):
+        shutil.copytree(trainer, target)
+    data = os.path.join(ns.mg_data_cut, "ckpt-1.data-00000-of-00001")
+    _write(data, open(data, "rb").read()[:os.path.getsize(data) // 10])
+    params = os.path.join(ns.mg_norm_first, "params.yaml")
+    _write(params, open(params, "rb").read().replace(b"norm_first: false",
+                                                      b"norm_first: true"))
+
     # A fine-tuning run (tasks.glue, one epoch on six rows) and copies with its
     # last.weights.h5 cut or byte-flipped (in the HDF5 superblock: HDF5 keeps no checksum
     # of the data, so a flipped byte inside a weight's values reads back as a value).

@@ -73,9 +73,14 @@ def test_builtin_formats_in_the_order_the_command_lists_them():
     builtin = ("google", "hf", "keras", "keras_hub", "model_garden")
     assert format_names()[:5] == builtin
     assert checkpoints.FORMATS == builtin
-    # Model Garden's is read only: no --output_format choice.
-    assert writable_format_names()[:4] == builtin[:4] and "model_garden" not in \
-        writable_format_names()
+    assert writable_format_names()[:5] == builtin
+    # A read-only format (no writer) is no --output_format choice.
+    register_format(CheckpointFormat("npz_read_only", _npz_detect, _npz_read, None))
+    try:
+        assert "npz_read_only" in format_names()
+        assert "npz_read_only" not in writable_format_names()
+    finally:
+        unregister_format("npz_read_only")
     with pytest.raises(ValueError, match="already registered"):
         register_format(CheckpointFormat("hf", _npz_detect, _npz_read, _npz_write))
     assert format_names()[:5] == builtin
@@ -114,7 +119,8 @@ def test_a_registered_format_converts_end_to_end(npz_format, tmp_path, capsys):
 def test_an_unregistered_format_is_refused(tmp_path):
     model = random_pretrainer(seed=4)
     with pytest.raises(ValueError, match=r"output_format must be one of \('google', 'hf', "
-                                         r"'keras', 'keras_hub'\), got 'npz'"):
+                                         r"'keras', 'keras_hub', 'model_garden'\), "
+                                         r"got 'npz'"):
         checkpoints.save_checkpoint(model, tmp_path / "n", "npz")
     assert not (tmp_path / "n").exists()
     with pytest.raises(SystemExit):
