@@ -31,6 +31,8 @@ Cache. `$BERT_TF_CACHE`, default `$XDG_CACHE_HOME/bert_tf` (`~/.cache/bert_tf`):
                              lacks its files was not made by a download: an empty one
                              is downloaded anew, another is refused, named for deletion)
     downloads/RELATIVE_PATH  files on their way (`.part` while incomplete)
+    tables/                  the tokenizer's per-code-point tables, computed once per
+                             machine (bert_tf/tokenization.py `_cached_tables`)
 
 A download resumes its `.part` file with an HTTP Range request (a server that answers
 the whole file instead starts it over), is checked against the size the server announced

@@ -120,9 +120,17 @@ def _assigned_code_points():
 
 @functools.lru_cache(maxsize=2)
 def _code_point_tables(do_lower_case):
-    """Per-code-point tables for the exact path, computed once per process (< 1 s).
+    """`_compute_code_point_tables`, once per process, kept in the table cache."""
+    names = ("info", "post", "values", "starts", "lengths")
+    tables = _cached_tables("code_point_tables", do_lower_case, lambda: dict(zip(
+        names, _compute_code_point_tables(do_lower_case))))
+    return tuple(tables[n] if n != "post" or do_lower_case else None for n in names)
 
-    Returns (info [0x110000] int32, post [0x110000] int32 or None,
+
+def _compute_code_point_tables(do_lower_case):
+    """Per-code-point tables for the exact path (~3 s of Python per casing).
+
+    Returns (info [0x110000] int32, post [0x110000] int32 (empty when cased),
     expansion values [E] int32, expansion starts [K] int32, expansion lengths [K] int32).
     info: bits 0-2 class, bits 3-4 final-sigma class, bits 5+ (expansion index + 1) where
     NFD(lower(c)) is not c itself (uncased only).
@@ -141,7 +149,8 @@ def _code_point_tables(do_lower_case):
     info[list(word_break_code_points())] = _SPACE
     info[list(dropped_code_points())] = _DROP
     if not do_lower_case:
-        return info, None, np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32)
+        empty = np.zeros(0, np.int32)
+        return info, empty, empty, empty, empty
 
     # Unassigned, private-use and surrogate code points have no case, decomposition or
     # combining class, so only assigned characters need the slow per-character probes.
@@ -175,12 +184,68 @@ def _code_point_tables(do_lower_case):
 
 @functools.lru_cache(maxsize=2)
 def _normalizer_model(do_lower_case):
-    """tf-text's FastBertNormalizer model (built from ICU tables, ~0.7 s), once per process."""
-    return tf_text.build_fast_bert_normalizer_model(do_lower_case)
+    """tf-text's FastBertNormalizer model (built from ICU tables, ~0.6 s), once per process,
+    kept in the table cache."""
+    return _cached_tables("fast_bert_normalizer", do_lower_case, lambda: {
+        "model": np.frombuffer(tf_text.build_fast_bert_normalizer_model(do_lower_case),
+                               np.uint8)})["model"].tobytes()
 
 
 @functools.lru_cache(maxsize=2)
 def _fast_path_alphabet(do_lower_case):
+    """`_compute_fast_path_alphabet`, once per process, kept in the table cache."""
+    return _cached_tables("fast_path_alphabet", do_lower_case, lambda: {
+        "code_points": _compute_fast_path_alphabet(do_lower_case)})["code_points"]
+
+
+def _table_cache_path(name, do_lower_case):
+    """Where a table lives in the cache: $BERT_TF_CACHE/tables (bert_tf/registry.py), under
+    a key of everything it is computed from (this module's and text_rules' source, the
+    Unicode tables of this Python, tf-text's and TensorFlow's versions), so a change to
+    any of them computes it again."""
+    import hashlib
+    from bert_tf import text_rules
+    from bert_tf.registry import cache_dir
+    key = hashlib.sha256()
+    for module in (__file__, text_rules.__file__):
+        with open(module, "rb") as f:
+            key.update(f.read())
+    key.update(repr((name, bool(do_lower_case), unicodedata.unidata_version,
+                     sys.version_info[:2], tf_text.__version__, tf.__version__)).encode())
+    casing = "uncased" if do_lower_case else "cased"
+    return os.path.join(cache_dir(), "tables", f"{name}-{casing}-{key.hexdigest()[:16]}.npz")
+
+
+def _cached_tables(name, do_lower_case, compute):
+    """The arrays `compute()` returns ({name: array}), read from the table cache when a
+    whole copy is there, else computed and stored (under a private name, then renamed, so
+    concurrent processes never read half a file). Computing them costs seconds in every
+    process that builds a tokenizer; reading them, milliseconds. A cache that cannot be
+    read or written is only slower."""
+    import tempfile
+    import zipfile
+    path = _table_cache_path(name, do_lower_case)
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            return {k: stored[k] for k in stored.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        pass
+    arrays = compute()
+    tmp = None
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=os.path.dirname(path), suffix=".tmp",
+                                         delete=False) as f:
+            tmp = f.name
+            np.savez_compressed(f, **arrays)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp and os.path.exists(tmp):
+            os.remove(tmp)
+    return arrays
+
+
+def _compute_fast_path_alphabet(do_lower_case):
     """Code points on which FastBertTokenizer behaves exactly like google's rules.
 
     The normaliser and the pre-tokenizer of FastBertTokenizer act on each character alone,

