@@ -38,16 +38,20 @@ FORMATS = format_names()
 
 def detect_format(path):
     """The name of the registered format `path` holds ("google", "hf", "keras",
-    "keras_hub" or "model_garden" among the built-in ones), tried in registration order,
+    "keras_hub", "model_garden" or "tfhub" among the built-in ones), tried in registration order,
     those that look inside the files first; ValueError when it is none of them."""
     path = os.fspath(path)
     for checkpoint_format in sorted(formats(), key=lambda f: not f.looks_inside):
         if checkpoint_format.detect(path):
             return checkpoint_format.name
+    if os.path.isfile(os.path.join(path, "saved_model.pb")):
+        raise ValueError(f"{path}: a SavedModel without a BERT encoder's variables (a TF Hub "
+                         f"preprocessing model? give the encoder's directory)")
     if os.path.isdir(path):
         raise ValueError(f"{path}: no checkpoint found (expected {GOOGLE_CKPT_NAME}.index, "
-                         f"{HF_WEIGHTS_NAME}, {HF_TORCH_NAME}, {KERAS_MODEL_NAME} or a keras-hub "
-                         f"preset's config.json + model.weights.h5)")
+                         f"{HF_WEIGHTS_NAME}, {HF_TORCH_NAME}, {KERAS_MODEL_NAME}, a keras-hub "
+                         f"preset's config.json + model.weights.h5 or a TF Hub encoder's "
+                         f"saved_model.pb)")
     if not os.path.exists(path) and not glob.glob(glob.escape(path) + ".*"):
         raise FileNotFoundError(f"{path}: no such file or directory")
     raise ValueError(f"{path}: not a google TF1 checkpoint, HF directory or .keras file")
@@ -88,7 +92,7 @@ def load_pretrainer(path, input_format="auto", bert_config_file=None,
             released checkpoint's name ("uncased_L-12_H-768_A-12", "bert-base-uncased",
             ...), downloaded once into the cache (bert_tf/registry.py).
         input_format: "auto" or a registered format: "google", "hf", "keras", "keras_hub",
-            "model_garden" (read only).
+            "model_garden", "tfhub" (a TF Hub BERT SavedModel, read only).
         bert_config_file: the config when it is not beside the weights.
         allow_missing_heads, ignore: see above; tensor names to leave unrestored.
         dtype: a Keras dtype policy for the model.

@@ -168,6 +168,13 @@ def build(directory, minilm_dir):
     _write(params, open(params, "rb").read().replace(b"norm_first: false",
                                                       b"norm_first: true"))
 
+    # TF Hub's encoder SavedModel with its variables cut to a tenth.
+    ns.tfhub_cut = d("tfhub_cut")
+    shutil.copytree(os.path.join(os.path.dirname(trainer), "tfhub_encoder"), ns.tfhub_cut)
+    data = os.path.join(ns.tfhub_cut, "variables", "variables.data-00000-of-00001")
+    _write(data, open(data, "rb").read()[:os.path.getsize(data) // 10])
+    ns.tfhub_preprocess = os.path.join(os.path.dirname(trainer), "tfhub_preprocess")
+
     # A fine-tuning run (tasks.glue, one epoch on six rows) and copies with its
     # last.weights.h5 cut or byte-flipped (in the HDF5 superblock: HDF5 keeps no checksum
     # of the data, so a flipped byte inside a weight's values reads back as a value).

@@ -2,9 +2,10 @@
 module per format above it, each registering itself with the core on import.
 
 The built-in formats are imported here, so that importing any one of them registers all
-five in one order: the order detection tries them in and convert_checkpoint lists them.
-Model Garden's comes last but is tried first (`looks_inside`): its TF2 files carry
-google's file name (bert_model.ckpt), and its detection reads them.
+six in one order: the order detection tries them in and convert_checkpoint lists them.
+Model Garden's and TF Hub's come last but are tried first (`looks_inside`): Model
+Garden's TF2 files carry google's file name (bert_model.ckpt), and both detections read
+the files.
 A new format is one more module that calls `core.register_format` (and, if built in, one
 more line below).
 """
@@ -14,3 +15,4 @@ from bert_tf.checkpoint_formats import hf  # noqa: F401  (registers "hf")
 from bert_tf.checkpoint_formats import keras  # noqa: F401  (registers "keras")
 from bert_tf.checkpoint_formats import keras_hub  # noqa: F401  (registers "keras_hub")
 from bert_tf.checkpoint_formats import model_garden  # noqa: F401  (registers "model_garden")
+from bert_tf.checkpoint_formats import tfhub  # noqa: F401  (registers "tfhub")

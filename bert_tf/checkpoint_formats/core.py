@@ -181,6 +181,8 @@ class Checkpoint:
     tensors: dict
     vocab_file: str = None
     ignored: list = dataclasses.field(default_factory=list)
+    # Whether its tokenizer lower-cases, where the format records it (TF Hub's).
+    do_lower_case: Optional[bool] = None
 
     @property
     def has_heads(self):
