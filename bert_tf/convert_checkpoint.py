@@ -85,7 +85,9 @@ def convert(input_path, output, output_format, input_format="auto", bert_config_
         model = BertPretrainer.from_config_object(c)
     else:
         model = BertEncoder.from_config_object(c)
-    report = checkpoints.restore(model, checkpoint)
+    # A masked-LM head without a next-sentence one (Model Garden's and TF Hub's
+    # pretrainers): the missing head keeps its initialisation, and the report names it.
+    report = checkpoints.restore(model, checkpoint, allow_missing_heads=checkpoint.has_heads)
     log(f"  {report}")
     vocab_file = vocab_file or checkpoint.vocab_file
     if vocab_file:

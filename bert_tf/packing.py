@@ -94,23 +94,38 @@ class BertPacker(tf.Module):
         return {"seq_length": self.seq_length, "cls_id": self.cls_id,
                 "sep_id": self.sep_id, "pad_id": self.pad_id}
 
-    def __call__(self, segment_a, segment_b=None):
+    def __call__(self, segment_a, segment_b=None, seq_length=None):
         """segment_a, segment_b: int RaggedTensors [batch, (tokens)] -> dict of three int32
-        Tensors [batch, seq_length]: token_ids, segment_ids, padding_mask."""
+        Tensors [batch, seq_length]: token_ids, segment_ids, padding_mask. `seq_length`
+        (a Python int or a scalar int Tensor, >= 3) packs to another length than the
+        packer's own, as TF Hub's `bert_pack_inputs(..., seq_length=)` does."""
+        if seq_length is None:
+            seq_length = self.seq_length
+        elif isinstance(seq_length, int):
+            if seq_length < 3:
+                raise ValueError(f"seq_length must be >= 3, got {seq_length}")
+        else:
+            seq_length = tf.cast(seq_length, tf.int64)
+            with tf.control_dependencies([tf.debugging.assert_greater_equal(
+                    seq_length, tf.constant(3, tf.int64), message="seq_length must be >= 3")]):
+                seq_length = tf.identity(seq_length)
+        return self._pack(segment_a, segment_b, seq_length)
+
+    def _pack(self, segment_a, segment_b, seq_length):
         a = _as_ragged_int32(segment_a, "segment_a")
         len_a = a.row_lengths()                                          # [batch] int64
         if segment_b is None:
             b = None
-            keep_a = tf.minimum(len_a, self.seq_length - 2)
+            keep_a = tf.minimum(len_a, seq_length - 2)
             keep_b = tf.zeros_like(len_a)
         else:
             b = _as_ragged_int32(segment_b, "segment_b")
             len_b = b.row_lengths()
-            pair_a, pair_b = pair_lengths(len_a, len_b, self.seq_length - 3)
+            pair_a, pair_b = pair_lengths(len_a, len_b, seq_length - 3)
             # google tests `if tokens_b:` before truncating: a B without tokens means a
             # single segment, cut at seq_length - 2.
             has_b = len_b > 0
-            keep_a = tf.where(has_b, pair_a, tf.minimum(len_a, self.seq_length - 2))
+            keep_a = tf.where(has_b, pair_a, tf.minimum(len_a, seq_length - 2))
             keep_b = tf.where(has_b, pair_b, tf.zeros_like(len_b))
         # ... and again after: a B truncated away (only possible for seq_length <= 4) gets no
         # second [SEP].
@@ -118,15 +133,15 @@ class BertPacker(tf.Module):
 
         # Fill [batch, seq_length] position by position:
         #   0: [CLS] | 1..ka: A | ka+1: [SEP] | ka+2..ka+1+kb: B | ka+2+kb: [SEP] | padding
-        col = tf.range(self.seq_length, dtype=tf.int64)[None, :]           # [1, L]
+        col = tf.range(seq_length, dtype=tf.int64)[None, :]           # [1, L]
         ka, kb = keep_a[:, None], keep_b[:, None]                          # [batch, 1]
         length = 2 + ka + tf.where(second_sep, kb + 1, tf.zeros_like(kb))  # [batch, 1]
-        last = self.seq_length - 1
-        dense_a = a.to_tensor(default_value=self.pad_id, shape=[None, self.seq_length])
+        last = seq_length - 1
+        dense_a = _to_width(a, seq_length, self.pad_id)
         index_a = tf.broadcast_to(tf.clip_by_value(col - 1, 0, last), tf.shape(dense_a, tf.int64))
         tokens = tf.where(col <= ka, tf.gather(dense_a, index_a, batch_dims=1), self.pad_id)
         if b is not None:
-            dense_b = b.to_tensor(default_value=self.pad_id, shape=[None, self.seq_length])
+            dense_b = _to_width(b, seq_length, self.pad_id)
             index_b = tf.clip_by_value(col - ka - 2, 0, last)              # [batch, L]
             in_b = (col >= ka + 2) & (col < ka + 2 + kb)
             tokens = tf.where(in_b, tf.gather(dense_b, index_b, batch_dims=1), tokens)
@@ -155,6 +170,16 @@ def pair_lengths(len_a, len_b, budget):
     keep_a = tf.where(fits, len_a, keep_a)
     keep_b = tf.where(fits, len_b, budget - keep_a)
     return keep_a, keep_b
+
+
+def _to_width(ragged, width, pad_id):
+    """[batch, (n)] -> [batch, width]: cut or padded with pad_id. `width` an int or a
+    scalar Tensor."""
+    if isinstance(width, int):
+        return ragged.to_tensor(default_value=pad_id, shape=[None, width])
+    dense = ragged.to_tensor(default_value=pad_id)[:, :width]
+    missing = tf.cast(width, tf.int32) - tf.shape(dense)[1]
+    return tf.pad(dense, [[0, 0], [0, missing]], constant_values=pad_id)
 
 
 def _as_ragged_int32(ids, name):

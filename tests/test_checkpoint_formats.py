@@ -73,7 +73,7 @@ def test_builtin_formats_in_the_order_the_command_lists_them():
     builtin = ("google", "hf", "keras", "keras_hub", "model_garden", "tfhub")
     assert format_names()[:6] == builtin
     assert checkpoints.FORMATS == builtin
-    assert writable_format_names()[:5] == builtin[:5]
+    assert writable_format_names()[:6] == builtin
     # A read-only format (no writer) is no --output_format choice.
     register_format(CheckpointFormat("npz_read_only", _npz_detect, _npz_read, None))
     try:
@@ -119,8 +119,8 @@ def test_a_registered_format_converts_end_to_end(npz_format, tmp_path, capsys):
 def test_an_unregistered_format_is_refused(tmp_path):
     model = random_pretrainer(seed=4)
     with pytest.raises(ValueError, match=r"output_format must be one of \('google', 'hf', "
-                                         r"'keras', 'keras_hub', 'model_garden'\), "
-                                         r"got 'npz'"):
+                                         r"'keras', 'keras_hub', 'model_garden', "
+                                         r"'tfhub'\), got 'npz'"):
         checkpoints.save_checkpoint(model, tmp_path / "n", "npz")
     assert not (tmp_path / "n").exists()
     with pytest.raises(SystemExit):

@@ -102,3 +102,117 @@ def test_a_preprocessing_model_or_a_damaged_one_is_one_error(tmp_path):
     with pytest.raises(ValueError, match="unreadable SavedModel variables") as e:
         load_encoder(str(path))
     assert "\n" not in str(e.value)
+
+
+# ----------------------------------------------------------------------------- writing
+
+@pytest.fixture(scope="module")
+def our_export(tmp_path_factory):
+    """TF Hub's model_with_mlm -> ours (a pretrainer; its next-sentence head initialised)
+    -> `--output_format tfhub`."""
+    out = tmp_path_factory.mktemp("tfhub") / "bert"
+    convert_main(["--input", os.path.join(FIXTURES, "tfhub_mlm"), "--output", str(out),
+                  "--output_format", "tfhub"])
+    model = load_pretrainer(str(out))
+    return str(out), model
+
+
+def test_tfhub_to_ours_to_tfhub_keeps_every_tensor(our_export):
+    """Read back, our SavedModel holds TF Hub's tensors bit for bit, its config and its
+    vocabulary and casing."""
+    path, _ = our_export
+    before, after = read_checkpoint(os.path.join(FIXTURES, "tfhub_mlm")), read_checkpoint(path)
+    assert detect_format(path) == "tfhub" and after.config == before.config
+    for name, value in before.tensors.items():
+        assert np.array_equal(after.tensors[name], value), name
+    assert after.do_lower_case is True
+    assert open(after.vocab_file).read() == open(before.vocab_file).read()
+
+
+def test_our_export_answers_as_tf_hub_users_call_it(our_export):
+    """tf.saved_model.load: `__call__` (training False and True) and the serving_default
+    signature give our encoder's outputs within 1e-5, `encoder_outputs` one per layer,
+    `default` the pooled output; `mlm` gives our masked-LM logits; and Keras 3's
+    TFSMLayer runs it (on `__call__`: a signature takes keyword inputs, a layer a dict)."""
+    import keras
+    import tensorflow as tf
+    path, model = our_export
+    x, found = expected()
+    hub_inputs = {"input_word_ids": tf.constant(x["token_ids"], tf.int32),
+                  "input_mask": tf.constant(x["padding_mask"], tf.int32),
+                  "input_type_ids": tf.constant(x["segment_ids"], tf.int32)}
+    want = model.encoder(x)
+    loaded = tf.saved_model.load(path)
+    for out in (loaded(hub_inputs), loaded(hub_inputs, training=False),
+                loaded.signatures["serving_default"](**hub_inputs),
+                keras.layers.TFSMLayer(path, call_endpoint="__call__")(hub_inputs)):
+        np.testing.assert_allclose(out["pooled_output"], want["pooled_output"], atol=1e-5)
+        np.testing.assert_allclose(out["default"], want["pooled_output"], atol=1e-5)
+        np.testing.assert_allclose(out["sequence_output"], want["sequence_output"], atol=1e-5)
+    assert len(loaded(hub_inputs)["encoder_outputs"]) == 2
+    mlm = loaded.mlm(dict(hub_inputs, masked_lm_positions=tf.constant(
+        found["masked_lm_positions"], tf.int32)))
+    np.testing.assert_allclose(mlm["mlm_logits"], found["tfhub_mlm/mlm_logits"], atol=1e-5)
+    assert len(loaded.trainable_variables) == len(model.encoder.trainable_weights)
+
+
+def test_our_preprocessing_model_packs_as_our_preprocessor(our_export):
+    """`preprocess/`: the default call on single texts, `tokenize` and `bert_pack_inputs`
+    on pairs at another seq_length give what this project's tokenizer and packer give
+    (google's FullTokenizer ids and truncation), Chinese included."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the ops a TF Hub user's process registers)
+    from bert_tf.preprocessor import BertPreprocessor
+    from bert_tf.tokenization import BertTokenizer
+    path, _ = our_export
+    pre = tf.saved_model.load(os.path.join(path, "preprocess"))
+    texts = tf.constant(["The cat sat on the mat.", "Dogs ran, the SKY is blue!",
+                         "中文 好 cats", ""])
+    ours = BertTokenizer(os.path.join(FIXTURES, "vocab.txt"), do_lower_case=True)
+    want = BertPreprocessor(ours, 16)(texts)
+    got = pre(texts)  # 128, cut to the model's 16 positions
+    assert got["input_word_ids"].shape == (4, 16)
+    for hub, name in (("input_word_ids", "token_ids"), ("input_mask", "padding_mask"),
+                      ("input_type_ids", "segment_ids")):
+        assert np.array_equal(got[hub], want[name]), hub
+    pair = pre.bert_pack_inputs([pre.tokenize(texts), pre.tokenize(texts[::-1])],
+                                seq_length=9)
+    want = BertPreprocessor(ours, 9)(texts, texts[::-1])
+    assert np.array_equal(pair["input_word_ids"], want["token_ids"])
+    assert np.array_equal(pair["input_type_ids"], want["segment_ids"])
+    # Model Garden's own preprocessing model gives the same ids on these texts.
+    _, found = expected()
+    np.testing.assert_array_equal(pre(texts[:3])["input_word_ids"],
+                                  found["tfhub_preprocess/input_word_ids"])
+
+
+def test_hub_keras_layer_loads_and_fine_tunes_our_export(our_export):
+    """Where TF Hub users load BERT: `hub.KerasLayer` under tf-keras, the preprocessing
+    model in front, the encoder trainable. Its outputs are ours within 1e-5, and two
+    fine-tuning steps of a classifier on top train the encoder's own weights."""
+    import tensorflow as tf
+    import tensorflow_hub as hub
+    import tensorflow_text  # noqa: F401
+    import tf_keras
+    path, model = our_export
+    x, _ = expected()
+    encoder = hub.KerasLayer(path, trainable=True)
+    out = encoder({"input_word_ids": tf.constant(x["token_ids"], tf.int32),
+                   "input_mask": tf.constant(x["padding_mask"], tf.int32),
+                   "input_type_ids": tf.constant(x["segment_ids"], tf.int32)})
+    np.testing.assert_allclose(out["pooled_output"], model.encoder(x)["pooled_output"],
+                               atol=1e-5)
+    text = tf_keras.layers.Input(shape=(), dtype=tf.string)
+    pooled = encoder(hub.KerasLayer(os.path.join(path, "preprocess"))(text))["pooled_output"]
+    classifier = tf_keras.Model(text, tf_keras.layers.Dense(2)(pooled))
+    classifier.compile(optimizer=tf_keras.optimizers.Adam(1e-2),
+                       loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    assert len(encoder.trainable_weights) == len(model.encoder.trainable_weights)
+    before = [w.numpy() for w in encoder.trainable_weights]
+    texts = tf.constant(["the cat sat", "the dog ran", "blue sky", "hot sun"] * 2)
+    history = classifier.fit(texts, tf.constant([0, 1, 0, 1] * 2), batch_size=4, epochs=1,
+                             verbose=0)
+    assert len(history.history["loss"]) == 1 and np.isfinite(history.history["loss"][0])
+    moved = [not np.array_equal(b, w.numpy())
+             for b, w in zip(before, encoder.trainable_weights)]
+    assert sum(moved) > len(moved) // 2, moved

@@ -21,10 +21,12 @@ import re
 import numpy as np
 
 from bert_tf.checkpoint_formats.core import (
-    VOCAB_NAME, Checkpoint, CheckpointFormat, logger, register_format)
+    VOCAB_NAME, Checkpoint, CheckpointFormat, logger, register_format,
+    split_model)
 from bert_tf.config import BertConfig
 
 SAVED_MODEL_NAME = "saved_model.pb"
+OUR_CONFIG = os.path.join("assets.extra", "bert_config.json")  # what write_... leaves
 _LAYER = re.compile(r"(?:^|/)transformer/layer_(\d+)/(.+)$")
 # Keras' names (after an optional prefix) -> google's.
 _EMBEDDINGS = {
@@ -60,12 +62,64 @@ def tfhub_dir(path):
     if not (os.path.isfile(os.path.join(path, SAVED_MODEL_NAME)) and
             os.path.isfile(os.path.join(path, "variables", "variables.index"))):
         return None
+    if os.path.isfile(os.path.join(path, OUR_CONFIG)):
+        return path  # written by write_tfhub_saved_model
     try:
         names = _saved_variables(path)
     except Exception:  # noqa: BLE001  (unreadable: not this format's to claim)
         return None
     return path if any(_google_name(n) == "bert/encoder/layer_0/attention/self/query/kernel"
                        for n in names.values()) else None
+
+
+def _list_keys(path, reader, owner):
+    """The checkpoint keys of the variables in the `variables` list of the object at
+    `owner` (a path of local names from the root: () or ("mlm",)), in list order."""
+    from tensorflow.core.protobuf import saved_model_pb2, trackable_object_graph_pb2
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, SAVED_MODEL_NAME), "rb") as f:
+        saved.ParseFromString(f.read())
+    nodes = saved.meta_graphs[0].object_graph_def.nodes
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+
+    def child(node, name):
+        found = [c.node_id for c in nodes[node].children if c.local_name == name]
+        return found[0] if found else None
+
+    node = 0
+    for name in owner + ("variables",):
+        node = child(node, name) if node is not None else None
+    if node is None:
+        return None
+    keys = []
+    for i in range(len(nodes[node].children)):
+        attributes = graph.nodes[child(node, str(i))].attributes
+        keys.append(next(a.checkpoint_key for a in attributes if a.name == "VARIABLE_VALUE"))
+    return keys
+
+
+def _read_ours(path, reader):
+    """google's tensors of a SavedModel write_tfhub_saved_model wrote: its config beside,
+    its `variables` lists in the order of the model's weights."""
+    from bert_tf.checkpoint_formats.core import google_variables
+    from bert_tf.encoder import BertEncoder
+    from bert_tf.pretrainer import BertPretrainer
+    config = BertConfig.from_json_file(os.path.join(path, OUR_CONFIG))
+    keys = _list_keys(path, reader, ("mlm",))
+    model = BertPretrainer.from_config_object(config) if keys else \
+        BertEncoder.from_config_object(config)
+    keys = keys or _list_keys(path, reader, ())
+    if keys is None or len(keys) != len(model.weights):
+        raise ValueError(f"{path}: the SavedModel's variables do not match its "
+                         f"{OUR_CONFIG}")
+    for weight, key in zip(model.weights, keys):
+        value = reader.get_tensor(key)
+        if tuple(value.shape) != tuple(weight.shape):
+            raise ValueError(f"{path}: variable {key} has shape {value.shape}, the model's "
+                             f"{weight.path} {tuple(weight.shape)}")
+        weight.assign(value)
+    return config, google_variables(model)
 
 
 def _saved_variables(path):
@@ -136,6 +190,10 @@ def read_tfhub_saved_model(path, bert_config_file=None):
         raise ValueError(f"{path}: unreadable SavedModel variables ({e.__class__.__name__}; "
                          f"a truncated or damaged variables/ folder?)") from None
     tensors, ignored, do_lower_case = {}, [], None
+    if os.path.isfile(os.path.join(path, OUR_CONFIG)):
+        config, tensors = _read_ours(path, reader)
+        do_lower_case = bool(reader.get_tensor("do_lower_case/.ATTRIBUTES/VARIABLE_VALUE"))
+        names = {}
     for key, name in sorted(names.items()):
         google = _google_name(name)
         try:
@@ -150,9 +208,10 @@ def read_tfhub_saved_model(path, bert_config_file=None):
             ignored.append(name)
             continue
         tensors[google] = value
-    config = _config(tensors, path, bert_config_file)
+    if names:
+        config = _config(tensors, path, bert_config_file)
     hidden, heads = config.hidden_size, config.num_attention_heads
-    for name, value in tensors.items():
+    for name, value in (tensors.items() if names else ()):
         if re.search(r"/self/(query|key|value)/", name):
             tensors[name] = value.reshape(hidden) if value.ndim == 2 else \
                 value.reshape(hidden, hidden)
@@ -204,6 +263,150 @@ def _preprocessing_lower_case(path):
     return len(ids) == 2 and ids[0] == ids[1]
 
 
+# -- writing ----------------------------------------------------------------------------
+
+PREPROCESS_DIR = "preprocess"
+DEFAULT_SEQ_LENGTH = 128
+
+
+def write_tfhub_saved_model(model, directory, vocab_file=None):
+    """Writes `model` as TF Hub's BERT convention has it: `directory` is the encoder
+    SavedModel, `directory/preprocess` its preprocessing SavedModel. Returns `directory`.
+
+    Encoder: `__call__(inputs, training=False)` on {input_word_ids, input_mask,
+    input_type_ids} (int32 [batch, seq]) -> {pooled_output, sequence_output,
+    encoder_outputs, default}, with `variables`, `trainable_variables` and
+    `regularization_losses` (TF Hub's reusable SavedModel: `hub.KerasLayer(...,
+    trainable=True)` fine-tunes it), the same as the `serving_default` signature
+    (`keras.layers.TFSMLayer`), `vocab_file` and `do_lower_case`; a pretrainer's masked-LM
+    head as the `mlm` sub-object (`masked_lm_positions` in, `mlm_logits` out).
+    Preprocessing: `tokenize` (strings -> [batch, (tokens), 1] wordpiece ids),
+    `bert_pack_inputs([tokens_a, (tokens_b)], seq_length=128)` and `__call__` on single
+    texts (128, or the model's max_position_embeddings when smaller, by default), built on this project's tokenizer (google's FullTokenizer ids) and packer
+    (google's truncation)."""
+    import tensorflow as tf
+    from bert_tf.preprocessor import BertPreprocessor
+    from bert_tf.text_rules import load_vocab
+    from bert_tf.tokenization import BertTokenizer
+    if vocab_file is None:
+        raise ValueError("--output_format tfhub needs the vocabulary (pass --vocab_file): "
+                         "its preprocessing model tokenizes with it")
+    encoder, pretrainer = split_model(model)
+    do_lower_case = not any(re.search("[A-Z]", t) for t in load_vocab(vocab_file)
+                            if not re.fullmatch(r"\[[A-Z]+\]", t))
+    os.makedirs(directory, exist_ok=True)
+    encoder_obj = _hub_object(encoder, lambda inputs, training: _encoder_outputs(
+        encoder, inputs, training), _input_specs(tf, with_positions=False))
+    encoder_obj.vocab_file = tf.saved_model.Asset(vocab_file)
+    encoder_obj.do_lower_case = tf.Variable(do_lower_case, trainable=False)
+    if pretrainer is not None:
+        def mlm(inputs, training):
+            out = _encoder_outputs(encoder, inputs, training)
+            out["mlm_logits"] = pretrainer.mlm_head(out["sequence_output"],
+                                                    inputs["masked_lm_positions"],
+                                                    training=training)
+            return out
+        encoder_obj.mlm = _hub_object(pretrainer, mlm, _input_specs(tf, with_positions=True))
+    @tf.function(input_signature=[_input_specs(tf, with_positions=False)])
+    def serving_default(inputs):
+        """The same outputs, each layer's output a key of its own (a signature's outputs
+        are tensors): encoder_outputs_0 ... encoder_outputs_{L-1}."""
+        out = encoder_obj.__call__(inputs, training=False)
+        layers = out.pop("encoder_outputs")
+        out.update({f"encoder_outputs_{i}": x for i, x in enumerate(layers)})
+        return out
+
+    tf.saved_model.save(encoder_obj, directory, signatures={
+        "serving_default": serving_default.get_concrete_function()})
+    os.makedirs(os.path.dirname(os.path.join(directory, OUR_CONFIG)), exist_ok=True)
+    encoder.bert_config.to_json_file(os.path.join(directory, OUR_CONFIG), "full")
+
+    tokenizer = BertTokenizer(vocab_file, do_lower_case=do_lower_case)
+    seq_length = min(DEFAULT_SEQ_LENGTH, encoder.bert_config.max_position_embeddings)
+    preprocessor = BertPreprocessor(tokenizer, seq_length)
+    pre = tf.train.Checkpoint(preprocessor=preprocessor)
+    text = tf.TensorSpec([None], tf.string)
+
+    @tf.function(input_signature=[text])
+    def tokenize(texts):
+        return tf.expand_dims(tokenizer(texts), -1)
+
+    def pack(inputs, seq_length):
+        segments = [t.merge_dims(-2, -1) if t.ragged_rank > 1 or t.shape.rank > 2 else t
+                    for t in inputs]
+        out = preprocessor.packer(segments[0], segments[1] if len(segments) > 1 else None,
+                                  seq_length=seq_length)
+        return {"input_word_ids": out["token_ids"], "input_mask": out["padding_mask"],
+                "input_type_ids": out["segment_ids"]}
+
+    pack_fn = tf.function(pack)
+    spec = tf.RaggedTensorSpec([None, None, 1], tf.int32, ragged_rank=1)
+    length = tf.TensorSpec([], tf.int32)
+    pack_fn.get_concrete_function([spec], length)
+    pack_fn.get_concrete_function([spec, spec], length)
+    pre.tokenize = tokenize
+    pre.bert_pack_inputs = _with_default_length(tf, pack_fn, spec, seq_length)
+    pre.__call__ = tf.function(lambda texts: pack([tokenize(texts)], seq_length),
+                               input_signature=[text])
+    pre.vocab_file = tf.saved_model.Asset(vocab_file)
+    pre.do_lower_case = tf.Variable(do_lower_case, trainable=False)
+    tf.saved_model.save(pre, os.path.join(directory, PREPROCESS_DIR))
+    return directory
+
+
+def _input_specs(tf, with_positions):
+    specs = {name: tf.TensorSpec([None, None], tf.int32, name)
+             for name in ("input_word_ids", "input_mask", "input_type_ids")}
+    if with_positions:
+        specs["masked_lm_positions"] = tf.TensorSpec([None, None], tf.int32,
+                                                     "masked_lm_positions")
+    return specs
+
+
+def _encoder_outputs(encoder, inputs, training):
+    out = encoder({"token_ids": inputs["input_word_ids"],
+                   "segment_ids": inputs["input_type_ids"],
+                   "padding_mask": inputs["input_mask"]}, training=training)
+    return {"sequence_output": out["sequence_output"], "pooled_output": out["pooled_output"],
+            "default": out["pooled_output"], "encoder_outputs": list(out["encoder_outputs"])}
+
+
+def _hub_object(model, call, specs):
+    """TF Hub's reusable SavedModel object: `__call__(inputs, training)` traced for both
+    training values, and the variable lists hub.KerasLayer reads."""
+    import tensorflow as tf
+    obj = tf.train.Checkpoint()
+    obj.model = model
+
+    @tf.function
+    def fn(inputs, training=False):
+        return call(inputs, training)
+
+    for training in (False, True):
+        fn.get_concrete_function(specs, training=training)
+    obj.__call__ = fn
+    weights = {id(v) for v in model.weights}
+    # Dropout's seed state: what the training=True trace reads, kept reachable.
+    obj.seed_states = [v.value for v in model.variables if id(v) not in weights]
+    obj.variables = [v.value for v in model.weights]
+    obj.trainable_variables = [v.value for v in model.trainable_weights]
+    obj.regularization_losses = []
+    return obj
+
+
+def _with_default_length(tf, pack_fn, spec, default):
+    """bert_pack_inputs(inputs, seq_length=default): the saved function takes one or two
+    segments and an optional length."""
+    @tf.function
+    def bert_pack_inputs(inputs, seq_length=default):
+        return pack_fn(inputs, tf.cast(seq_length, tf.int32))
+    length = tf.TensorSpec([], tf.int32)
+    for n in (1, 2):
+        bert_pack_inputs.get_concrete_function([spec] * n)
+        bert_pack_inputs.get_concrete_function([spec] * n, length)
+    return bert_pack_inputs
+
+
 register_format(CheckpointFormat(
     "tfhub", detect=lambda path: tfhub_dir(path) is not None,
-    read=read_tfhub_saved_model, write=None, looks_inside=True))
+    read=read_tfhub_saved_model, write=write_tfhub_saved_model, looks_inside=True))
