@@ -18,6 +18,8 @@ convert_checkpoint's `--input`) passes through `resolve_checkpoint` first:
 Addresses. Each entry holds paths relative to its publisher's base address:
 
     google  https://storage.googleapis.com/bert_models / 2018_10_18/uncased_L-12_H-768_A-12.zip
+    Model Garden  https://storage.googleapis.com/tf_model_garden /
+            nlp/bert/v3/uncased_L-12_H-768_A-12.tar.gz  (named tf_model_garden/uncased_...)
     HF hub  https://huggingface.co / google-bert/bert-base-uncased/resolve/main/vocab.txt
 
 `BERT_TF_MIRROR=URL` replaces both bases: a mirror serves the same relative paths under
@@ -59,6 +61,7 @@ import re
 import shutil
 import struct
 import sys
+import tarfile
 import tempfile
 import time
 import urllib.error
@@ -67,13 +70,17 @@ import zipfile
 import zlib
 
 GOOGLE_ZIP = "google zip"   # one zip of a TF1 checkpoint, unpacked into the cache
+MODEL_GARDEN_TAR = "model garden tar.gz"  # one tar.gz of a TF2 checkpoint, unpacked
 HF_FILES = "hf files"       # files of an HF hub repository, fetched one by one
 
 GOOGLE_BASE = "https://storage.googleapis.com/bert_models"
+MODEL_GARDEN_BASE = "https://storage.googleapis.com/tf_model_garden"
 HF_BASE = "https://huggingface.co"
 HF_FILE_NAMES = ("config.json", "model.safetensors", "vocab.txt")
-# What an unpacked google zip must hold besides its weights' data shard.
+# What an unpacked google zip must hold besides its weights' data shard; a Model Garden
+# tar.gz, besides its checkpoint's .index and data shard (their prefix varies).
 GOOGLE_FILES = ("bert_model.ckpt.index", "bert_config.json", "vocab.txt")
+MODEL_GARDEN_FILES = ("bert_config.json", "vocab.txt")
 
 CHUNK = 1 << 20
 TIMEOUT_S = 60           # a stalled connection fails after this long without data
@@ -122,6 +129,15 @@ def _google(name, date):
     return Released(name, GOOGLE_ZIP, (File(f"{date}/{name}.zip"),))
 
 
+# tensorflow/models official/nlp/docs/pretrained_models.md lists google's BERTs converted
+# to Model Garden's TF2 checkpoints (BertEncoder under `encoder`, bert_config.json and
+# vocab.txt beside) as one tar.gz each, no sizes or checksums: checked like the zips, by
+# the announced size and by reading every member.
+def _model_garden(name):
+    return Released(f"tf_model_garden/{name}", MODEL_GARDEN_TAR,
+                    (File(f"nlp/bert/v3/{name}.tar.gz"),))
+
+
 # The HF hub serves every file of a repository at REPO/resolve/REVISION/FILE. It documents
 # the sha256 and size of its large (LFS) files per request, in the X-Linked-Etag and
 # X-Linked-Size headers: `_download` checks those; none are pinned here.
@@ -159,6 +175,12 @@ _ENTRIES = (
     _hf("google-bert/bert-large-cased", "bert-large-cased"),
     _hf("google-bert/bert-base-multilingual-cased", "bert-base-multilingual-cased"),
     _hf("google-bert/bert-base-chinese", "bert-base-chinese"),
+    # Model Garden's TF2 copies of google's, under its storage folder's name.
+    *(_model_garden(name) for name in (
+        "uncased_L-12_H-768_A-12", "cased_L-12_H-768_A-12", "uncased_L-24_H-1024_A-16",
+        "cased_L-24_H-1024_A-16", "wwm_uncased_L-24_H-1024_A-16",
+        "wwm_cased_L-24_H-1024_A-16", "multi_cased_L-12_H-768_A-12",
+        "chinese_L-12_H-768_A-12")),
 )
 
 CHECKPOINTS = {entry.name: entry for entry in _ENTRIES}
@@ -185,7 +207,11 @@ def _compact_names():
     small = re.compile(r"uncased_L-\d+_H-\d+_A-\d+$")
     shown = []
     for entry in CHECKPOINTS.values():
-        if entry.kind == GOOGLE_ZIP and small.match(entry.name) and \
+        if entry.kind == MODEL_GARDEN_TAR:
+            pattern = "tf_model_garden/NAME (NAME: the 2018-2019 google names but multilingual)"
+            if pattern not in shown:
+                shown.append(pattern)
+        elif entry.kind == GOOGLE_ZIP and small.match(entry.name) and \
                 entry.files[0].path.startswith("2020_02_20/"):
             pattern = (f"uncased_L-{{{','.join(map(str, SMALL_LAYERS))}}}"
                        f"_H-{{{','.join(map(str, SMALL_HIDDEN))}}}_A-{{H/64}}")
@@ -212,6 +238,7 @@ def url(entry, file):
     base = os.environ.get("BERT_TF_MIRROR")
     if not base:
         base = GOOGLE_BASE if entry.kind == GOOGLE_ZIP else \
+            MODEL_GARDEN_BASE if entry.kind == MODEL_GARDEN_TAR else \
             os.environ.get("HF_ENDPOINT") or HF_BASE
     return base.rstrip("/") + "/" + file.path
 
@@ -276,8 +303,8 @@ def fetch(name, log=None):
                 if not missing:   # another process finished it meanwhile
                     return final
                 _clear_stale_entry(name, final, missing)
-            if entry.kind == GOOGLE_ZIP:
-                _fetch_google(entry, name, final, log)
+            if entry.kind in (GOOGLE_ZIP, MODEL_GARDEN_TAR):
+                _fetch_archive(entry, name, final, log)
             else:
                 _fetch_hf(entry, name, final, log)
     except (DownloadError, CorruptDownloadError):
@@ -294,12 +321,18 @@ def _missing_files(entry, directory):
     A download only ever renames a complete folder into place, so a folder that lacks
     one was made some other way: by hand, or by an older copy of this cache."""
     names = GOOGLE_FILES if entry.kind == GOOGLE_ZIP else \
+        MODEL_GARDEN_FILES if entry.kind == MODEL_GARDEN_TAR else \
         tuple(os.path.basename(f.path) for f in entry.files)
     present = set(os.listdir(directory))
     missing = [n for n in names if n not in present]
     if entry.kind == GOOGLE_ZIP and not any(n.startswith("bert_model.ckpt.data-")
                                             for n in present):
         missing.append("bert_model.ckpt.data-*")
+    if entry.kind == MODEL_GARDEN_TAR and \
+            not any(re.fullmatch(r".+\.data-\d+-of-\d+", n) for n in present):
+        missing.append("*.data-*")
+    if entry.kind == MODEL_GARDEN_TAR and not any(n.endswith(".index") for n in present):
+        missing.append("*.index")
     return missing
 
 
@@ -341,44 +374,52 @@ def _fill_beside(final):
     return tmp
 
 
-def _fetch_google(entry, name, final, log):
-    """Downloads the zip, unpacks it beside `final`, renames its checkpoint folder onto
-    `final`, deletes the zip. google's 2018-2019 zips hold one folder named like the
-    checkpoint; the 2020 small ones hold the files at the top."""
+def _fetch_archive(entry, name, final, log):
+    """Downloads the archive (google's zip, Model Garden's tar.gz), unpacks it beside
+    `final`, renames its checkpoint folder onto `final`, deletes the archive. google's
+    2018-2019 zips hold one folder named like the checkpoint; the 2020 small ones hold the
+    files at the top."""
     file = entry.files[0]
     address = url(entry, file)
     archive = _download(name, address, file, log)
     tmp = _fill_beside(final)
+    what = "zip" if entry.kind == GOOGLE_ZIP else "tar.gz"
     try:
         try:
-            with zipfile.ZipFile(archive) as z:
-                z.extractall(tmp)  # reads every member: a CRC mismatch raises here
-        except (zipfile.BadZipFile, EOFError, zlib.error) as e:
+            if entry.kind == GOOGLE_ZIP:
+                with zipfile.ZipFile(archive) as z:
+                    z.extractall(tmp)  # reads every member: a CRC mismatch raises here
+            else:
+                with tarfile.open(archive, "r:gz") as t:
+                    # "data": no member may land outside tmp, nor be a device or a link out
+                    t.extractall(tmp, filter="data")
+        except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as e:
             os.remove(archive)
             raise CorruptDownloadError(
-                f"{name}: {archive} (from {address}) is not a valid zip archive ({e}); "
+                f"{name}: {archive} (from {address}) is not a valid {what} archive ({e}); "
                 f"it was deleted: run again to download it anew") from None
-        root = _google_root(tmp)
+        root = _checkpoint_root(entry, tmp)
         if root is None:
             os.remove(archive)
             raise CorruptDownloadError(
-                f"{name}: {archive} (from {address}) holds no bert_model.ckpt.index with "
+                f"{name}: {archive} (from {address}) holds no checkpoint with "
                 f"bert_config.json and vocab.txt; it was deleted")
         if root != tmp:
             os.chmod(root, os.stat(tmp).st_mode & 0o777)
         os.replace(root, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    os.remove(archive)  # the unpacked folder is the cache; the zip would double it
+    os.remove(archive)  # the unpacked folder is the cache; the archive would double it
     log(f"{name}: saved in {final}")
 
 
-def _google_root(directory):
-    """The folder of an unpacked zip holding the checkpoint: itself or its one subfolder."""
+def _checkpoint_root(entry, directory):
+    """The folder of an unpacked archive holding the checkpoint: itself or its one
+    subfolder."""
     candidates = [directory] + [os.path.join(directory, d) for d in os.listdir(directory)
                                 if os.path.isdir(os.path.join(directory, d))]
     for candidate in candidates:
-        if all(os.path.isfile(os.path.join(candidate, w)) for w in GOOGLE_FILES):
+        if not _missing_files(entry, candidate):
             return candidate
     return None
 

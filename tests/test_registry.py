@@ -15,6 +15,7 @@ import re
 import socket
 import subprocess
 import sys
+import tarfile
 import threading
 import zipfile
 
@@ -302,7 +303,7 @@ def test_unknown_name_lists_the_known_names(server, tmp_path):
     for name in ("uncased_L-12_H-768_A-12", "wwm_cased_L-24_H-1024_A-16",
                  "multilingual_L-12_H-768_A-12", "chinese_L-12_H-768_A-12",
                  "uncased_L-{2,4,6,8,10,12}_H-{128,256,512,768}_A-{H/64}",
-                 "bert-base-multilingual-cased", "bert-base-chinese"):
+                 "bert-base-multilingual-cased", "bert-base-chinese", "tf_model_garden/NAME"):
         assert name in message
     assert len(message) < 700                       # compact: the 24 small ones as a pattern
     missing = str(tmp_path / "no" / "bert_model.ckpt")   # a path: the readers' own error
@@ -423,7 +424,13 @@ def test_cache_directory_and_addresses(monkeypatch):
     hf = ["bert-base-uncased", "bert-base-cased", "bert-large-uncased", "bert-large-cased",
           "bert-base-multilingual-cased", "bert-base-chinese"]
     assert all(registry.lookup(n) is registry.lookup("google-bert/" + n) for n in hf)
-    assert len(registry.CHECKPOINTS) == 9 + 23 + 6
+    # tensorflow/models official/nlp/docs/pretrained_models.md's TF2 tarballs.
+    garden = "https://storage.googleapis.com/tf_model_garden/nlp/bert/v3/"
+    assert urls("tf_model_garden/uncased_L-12_H-768_A-12") == \
+        [garden + "uncased_L-12_H-768_A-12.tar.gz"]
+    assert urls("tf_model_garden/chinese_L-12_H-768_A-12") == \
+        [garden + "chinese_L-12_H-768_A-12.tar.gz"]
+    assert len(registry.CHECKPOINTS) == 9 + 23 + 6 + 8
     assert not any(f.sha256 or f.size for e in registry.CHECKPOINTS.values() for f in e.files)
 
     monkeypatch.setenv("HF_ENDPOINT", "https://hf.example")
@@ -476,3 +483,33 @@ def test_convert_checkpoint_command_with_a_name(server, source, tmp_path, capsys
         "error: uncased_L-2_H-128: no such file or directory, and not a known checkpoint "
         "name (did you mean uncased_L-2_H-128_A-2?)")
     assert len(server.log) == 1
+
+
+def test_model_garden_name_downloads_its_tar_gz(server, tmp_path):
+    """A Model Garden TF2 tarball by name (here a tiny one written by Model Garden
+    itself, tests/fixtures/model_garden/encoder, under the name's top folder): fetched,
+    unpacked, read as Model Garden's; a damaged one leaves nothing."""
+    fixtures = os.path.join(os.path.dirname(__file__), "fixtures", "model_garden")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as t:
+        for name in sorted(os.listdir(os.path.join(fixtures, "encoder"))):
+            t.add(os.path.join(fixtures, "encoder", name), f"{BASE}/{name}")
+        t.add(os.path.join(fixtures, "vocab.txt"), f"{BASE}/vocab.txt")
+    name = f"tf_model_garden/{BASE}"
+    path = f"/nlp/bert/v3/{BASE}.tar.gz"
+    good = buffer.getvalue()
+    server.files[path] = good[:len(good) // 2]
+    with pytest.raises(registry.CorruptDownloadError, match="is not a valid tar.gz archive"):
+        checkpoints.load_encoder(name)
+    assert leftovers(tmp_path) == []
+    server.files[path] = good
+    assert checkpoints.detect_format(registry.resolve_checkpoint(name)) == "model_garden"
+    found = np.load(os.path.join(fixtures, "outputs.npz"))
+    encoder = checkpoints.load_encoder(name)
+    out = encoder({"token_ids": found["input_word_ids"], "segment_ids": found["input_type_ids"],
+                   "padding_mask": found["input_mask"]})
+    np.testing.assert_allclose(np.asarray(out["pooled_output"]),
+                               found["encoder/pooled_output"], atol=1e-5)
+    assert leftovers(tmp_path) == [f"checkpoints/{name}/{n}" for n in (
+        "bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index",
+        "vocab.txt")]
