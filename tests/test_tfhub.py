@@ -11,15 +11,9 @@ import pytest
 
 from bert_tf.checkpoints import detect_format, load_encoder, load_pretrainer, read_checkpoint
 from bert_tf.convert_checkpoint import main as convert_main
+from tests.test_model_garden import model_garden_outputs as expected
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "model_garden")
-
-
-def expected():
-    found = np.load(os.path.join(FIXTURES, "outputs.npz"))
-    x = {"token_ids": found["input_word_ids"], "segment_ids": found["input_type_ids"],
-         "padding_mask": found["input_mask"]}
-    return x, found
 
 
 def assert_encoder_outputs(encoder, kind):

@@ -447,6 +447,22 @@ def find_file(directory, names, given=None, what="file"):
     return None
 
 
+def merge_heads(name, value, hidden, heads):
+    """A tensor under google's `name` in google's layout, from Keras' per-head layout
+    (tf_keras EinsumDense, as Model Garden and TF Hub store attention): query/key/value
+    kernels [H, heads, H/heads] and biases [heads, H/heads], the output kernel
+    [heads, H/heads, H]. Other tensors are returned as they are."""
+    size = hidden // heads
+    if re.search(r"/self/(query|key|value)/", name):
+        if value.shape == (hidden, heads, size):
+            return value.reshape(hidden, hidden)
+        if value.shape == (heads, size):
+            return value.reshape(hidden)
+    elif name.endswith("/attention/output/dense/kernel") and value.shape == (heads, size, hidden):
+        return value.reshape(hidden, hidden)
+    return value
+
+
 def copy_vocab(vocab_file, directory):
     """Copies `vocab_file`, when given, into `directory` as vocab.txt."""
     if vocab_file:

@@ -36,7 +36,8 @@ import re
 
 from bert_tf.checkpoint_formats.core import (
     GOOGLE_CONFIG_NAME, HF_CONFIG_NAME, VOCAB_NAME, Checkpoint, CheckpointFormat,
-    config_beside, copy_vocab, find_file, google_variables, logger, register_format,
+    config_beside, copy_vocab, find_file, google_variables, logger, merge_heads,
+    register_format,
     split_model, tf_checkpoint_prefix)
 from bert_tf.config import GELU_TANH, BertConfig
 
@@ -266,7 +267,6 @@ def read_model_garden_checkpoint(path, bert_config_file=None):
     shorts = {short: shapes[name] for short, name in _short_names(shapes).items()}
     heads = _head_names(shorts, config.hidden_size)
     head_pooler = any(g.startswith("bert/pooler/") for g in heads.values())
-    hidden, heads_n = config.hidden_size, config.num_attention_heads
     tensors, ignored = {}, sorted(set(shapes) - set(_short_names(shapes).values()))
     dropped_pooler = False
     for short in sorted(shorts):
@@ -288,15 +288,8 @@ def read_model_garden_checkpoint(path, bert_config_file=None):
         if google is None:
             tensors[name] = value  # restore() reports it as unexpected
             continue
-        if re.search(r"/self/(query|key|value)/", google):
-            if value.shape == (hidden, heads_n, hidden // heads_n):
-                value = value.reshape(hidden, hidden)
-            elif value.shape == (heads_n, hidden // heads_n):
-                value = value.reshape(hidden)
-        elif "/attention/output/dense/kernel" in google and \
-                value.shape == (heads_n, hidden // heads_n, hidden):
-            value = value.reshape(hidden, hidden)
-        elif google == "cls/seq_relationship/output_weights":
+        value = merge_heads(google, value, config.hidden_size, config.num_attention_heads)
+        if google == "cls/seq_relationship/output_weights":
             value = value.T  # out_proj [H, 2]; google's [2, H]
         if google in tensors and google == "bert/embeddings/word_embeddings":
             continue  # the tied table, saved under the encoder and the masked LM

@@ -21,7 +21,7 @@ import re
 import numpy as np
 
 from bert_tf.checkpoint_formats.core import (
-    VOCAB_NAME, Checkpoint, CheckpointFormat, logger, register_format,
+    VOCAB_NAME, Checkpoint, CheckpointFormat, logger, merge_heads, register_format,
     split_model)
 from bert_tf.config import BertConfig
 
@@ -75,13 +75,7 @@ def tfhub_dir(path):
 def _list_keys(path, reader, owner):
     """The checkpoint keys of the variables in the `variables` list of the object at
     `owner` (a path of local names from the root: () or ("mlm",)), in list order."""
-    from tensorflow.core.protobuf import saved_model_pb2, trackable_object_graph_pb2
-    saved = saved_model_pb2.SavedModel()
-    with open(os.path.join(path, SAVED_MODEL_NAME), "rb") as f:
-        saved.ParseFromString(f.read())
-    nodes = saved.meta_graphs[0].object_graph_def.nodes
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    nodes, graph = _saved_nodes(path), _checkpoint_graph(reader)
 
     def child(node, name):
         found = [c.node_id for c in nodes[node].children if c.local_name == name]
@@ -122,24 +116,33 @@ def _read_ours(path, reader):
     return config, google_variables(model)
 
 
-def _saved_variables(path):
-    """{node id: the variable's name} for every variable in saved_model.pb's object graph."""
+def _saved_nodes(path):
+    """The nodes of saved_model.pb's object graph."""
     from tensorflow.core.protobuf import saved_model_pb2
     saved = saved_model_pb2.SavedModel()
     with open(os.path.join(path, SAVED_MODEL_NAME), "rb") as f:
         saved.ParseFromString(f.read())
-    return {i: node.variable.name
-            for i, node in enumerate(saved.meta_graphs[0].object_graph_def.nodes)
+    return saved.meta_graphs[0].object_graph_def.nodes
+
+
+def _checkpoint_graph(reader):
+    """The object graph of the variables checkpoint: numbered as saved_model.pb's."""
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    return graph
+
+
+def _saved_variables(path):
+    """{node id: the variable's name} for every variable in saved_model.pb's object graph."""
+    return {i: node.variable.name for i, node in enumerate(_saved_nodes(path))
             if node.WhichOneof("kind") == "variable"}
 
 
 def _variable_names(path, reader):
     """{checkpoint key: the variable's name}: the variables checkpoint numbers its objects
     as saved_model.pb does."""
-    from tensorflow.core.protobuf import trackable_object_graph_pb2
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
-    names = {}
+    graph, names = _checkpoint_graph(reader), {}
     for node, name in _saved_variables(path).items():
         for attribute in graph.nodes[node].attributes:
             if attribute.name == "VARIABLE_VALUE":
@@ -210,13 +213,9 @@ def read_tfhub_saved_model(path, bert_config_file=None):
         tensors[google] = value
     if names:
         config = _config(tensors, path, bert_config_file)
-    hidden, heads = config.hidden_size, config.num_attention_heads
-    for name, value in (tensors.items() if names else ()):
-        if re.search(r"/self/(query|key|value)/", name):
-            tensors[name] = value.reshape(hidden) if value.ndim == 2 else \
-                value.reshape(hidden, hidden)
-        elif name.endswith("/attention/output/dense/kernel") and value.ndim == 3:
-            tensors[name] = value.reshape(hidden, hidden)
+        tensors = {name: merge_heads(name, value, config.hidden_size,
+                                     config.num_attention_heads)
+                   for name, value in tensors.items()}
     vocab = os.path.join(path, "assets", VOCAB_NAME)
     preprocessing = _preprocessing_beside(path)
     if not os.path.isfile(vocab):
