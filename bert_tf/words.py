@@ -28,6 +28,8 @@ import bisect
 import functools
 import re
 
+import numpy as np
+
 from bert_tf.text_rules import CJK_RANGES, NUM_CODE_POINTS, punctuation_code_points
 
 
@@ -35,25 +37,20 @@ from bert_tf.text_rules import CJK_RANGES, NUM_CODE_POINTS, punctuation_code_poi
 def separators():
     """The characters that separate words (Python's `\\s` on str): ASCII whitespace,
     \\x1c-\\x1f, and Unicode's spaces and line/paragraph separators."""
-    return "".join(chr(c) for c in range(NUM_CODE_POINTS) if re.match(r"\s", chr(c)))
+    # One regex pass over all code points (one re.match per character took a second).
+    return "".join(re.findall(r"\s", "".join(map(chr, range(NUM_CODE_POINTS)))))
 
 
 @functools.lru_cache(maxsize=1)
 def single_character_ranges():
     """Sorted, disjoint, inclusive (first, last) code point ranges of the characters that
     are always a word alone: google's punctuation and CJK ideographs."""
-    alone = [False] * NUM_CODE_POINTS
-    for cp in punctuation_code_points():
-        alone[cp] = True
+    alone = np.zeros(NUM_CODE_POINTS + 2, np.int8)     # a False on each side
+    alone[1 + np.asarray(punctuation_code_points())] = 1
     for lo, hi in CJK_RANGES:
-        alone[lo:hi + 1] = [True] * (hi + 1 - lo)
-    ranges, start = [], None
-    for cp, flag in enumerate(alone + [False]):
-        if flag and start is None:
-            start = cp
-        elif not flag and start is not None:
-            ranges.append((start, cp - 1))
-            start = None
+        alone[1 + lo:2 + hi] = 1
+    edges = np.flatnonzero(np.diff(alone))              # rises and falls, alternating
+    ranges = [(int(lo), int(hi) - 1) for lo, hi in zip(edges[::2], edges[1::2])]
     return tuple(ranges)
 
 

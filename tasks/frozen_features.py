@@ -105,7 +105,7 @@ def _compute(frozen, inputs, batch_size):
     from bert_tf import batching
     from bert_tf.progress import progress_bar
     spec = {name: tf.TensorSpec([None, None], tf.int32) for name in INPUT_NAMES}
-    run = tf.function(lambda x: frozen(x), input_signature=[spec])
+    run = tf.function(lambda x: frozen(x), input_signature=[spec], autograph=False)
     dataset = batching.finish(tf.data.Dataset.from_tensor_slices(
         {name: np.asarray(inputs[name], np.int32) for name in INPUT_NAMES})
         .batch(batch_size).map(batching.trim_to_longest))
