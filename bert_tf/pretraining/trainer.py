@@ -86,11 +86,16 @@ class PretrainingLoop:
         self._distributed_input = isinstance(strategy, tf.distribute.TPUStrategy)
         self.local_replicas = len(getattr(strategy.extended, "worker_devices", [None]))
         self.num_workers = max(1, replicas // self.local_replicas)
-        self._grads_fn = tf.function(self._micro_batch_grads, jit_compile=jit_compile)
+        # AutoGraph converts only the loop over steps (_train_steps_fn's tf.range); the
+        # model's code and the step's are graph code already, and converting them took
+        # seconds of every run's start.
+        self._grads_fn = tf.function(self._micro_batch_grads, jit_compile=jit_compile,
+                                     autograph=False)
         self._train_steps = tf.function(self._train_steps_fn)
-        self._eval_step = tf.function(self._eval_step_fn)
+        self._eval_step = tf.function(self._eval_step_fn, autograph=False)
         self._weights_finite = tf.function(lambda: tf.reduce_all(
-            [tf.reduce_all(tf.math.is_finite(v)) for v in self.model.trainable_variables]))
+            [tf.reduce_all(tf.math.is_finite(v)) for v in self.model.trainable_variables]),
+            autograph=False)
         self.keep_checkpoints = keep_checkpoints
 
     # -- one replica ---------------------------------------------------------------------
@@ -158,7 +163,9 @@ class PretrainingLoop:
     def _train_steps_fn(self, iterator, num_steps):
         history = tf.TensorArray(tf.float32, size=num_steps)
         for i in tf.range(num_steps):
-            per_replica = self.strategy.run(self._replica_step, args=(next(iterator),))
+            per_replica = self.strategy.run(
+                tf.autograph.experimental.do_not_convert(self._replica_step),
+                args=(next(iterator),))
             # Every replica holds the same all-reduced metrics.
             history = history.write(i, self.strategy.experimental_local_results(
                 per_replica)[0])
