@@ -19,7 +19,11 @@ from bert_tf.packing import BertPacker
 
 
 class BertPreprocessor(tf.Module):
-    """tokenizer + packer: raw strings -> {token_ids, segment_ids, padding_mask}."""
+    """tokenizer + packer: raw strings -> {token_ids, segment_ids, padding_mask}.
+
+    Its methods are left alone by AutoGraph (their control flow is tf.cond already), so a
+    tf.data map or tf.function that calls them does not convert the packer's code each
+    time it is traced."""
 
     def __init__(self, tokenizer, seq_length, name=None):
         super().__init__(name=name)
@@ -30,15 +34,18 @@ class BertPreprocessor(tf.Module):
     def seq_length(self):
         return self.packer.seq_length
 
+    @tf.autograph.experimental.do_not_convert
     def __call__(self, text_a, text_b=None):
         return self.pack(text_a, text_b)
 
+    @tf.autograph.experimental.do_not_convert
     def pack(self, text_a, text_b=None):
         """Single texts [batch] or pairs -> int32 [batch, seq_length] each. (A subclass
         may give __call__ other inputs, as SWAG's, and still pack through this.)"""
         segment_b = None if text_b is None else self.tokenizer(text_b)
         return self.packer(self.tokenizer(text_a), segment_b)
 
+    @tf.autograph.experimental.do_not_convert
     def choices(self, first, second):
         """Multiple choice: choice i of row r packed as [CLS] first[r] [SEP] second[r, i]
         [SEP]. first: [batch]; second: [batch, C] -> int32 [batch, C, seq_length]."""

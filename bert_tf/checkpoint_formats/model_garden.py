@@ -37,8 +37,7 @@ import re
 from bert_tf.checkpoint_formats.core import (
     GOOGLE_CONFIG_NAME, HF_CONFIG_NAME, VOCAB_NAME, Checkpoint, CheckpointFormat,
     config_beside, copy_vocab, find_file, google_variables, logger, merge_heads,
-    register_format,
-    split_model, tf_checkpoint_prefix)
+    register_format, split_model, tf_checkpoint_prefix)
 from bert_tf.config import GELU_TANH, BertConfig
 
 _SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"

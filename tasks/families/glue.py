@@ -109,9 +109,7 @@ def make_dataset(examples, preprocessor, batch_size, pair, label_ids=None,
         inputs = preprocessor(texts["text_a"], texts.get("text_b"))
         label = {output_name: label}
         return (inputs, label) if training else (inputs, label, {output_name: weight})
-    # Not converted by AutoGraph: the preprocessor's control flow is tf.cond already.
-    ds = ds.map(tf.autograph.experimental.do_not_convert(pack),
-                num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.map(pack, num_parallel_calls=tf.data.AUTOTUNE)
     ds = batching.rebatch(ds, batch_size, length_batching, preprocessor.packer.seq_length,
                           drop_remainder=repeat, seed=seed)
     return batching.finish(ds)

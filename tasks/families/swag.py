@@ -158,8 +158,7 @@ def make_dataset(examples, preprocessor, batch_size, training=False, seed=0,
         inputs = preprocessor(*texts)
         return (inputs, {"logits": label}) if training else \
             (inputs, {"logits": label}, {"logits": weight})
-    ds = ds.map(tf.autograph.experimental.do_not_convert(pack),
-                num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.map(pack, num_parallel_calls=tf.data.AUTOTUNE)
     ds = batching.rebatch(ds, batch_size, length_batching, preprocessor.packer.seq_length,
                           drop_remainder=True, seed=seed)
     return batching.finish(ds)
