@@ -77,3 +77,38 @@ def test_hf_writes_the_checkpoint_before_bert_tf_reads_it():
         first = [side for side, _, groups in steps if "parity" in groups]
         assert first == ["hf", "bert_tf"]
         assert not any(side == "hf" and "probe" in groups for side, _, groups in steps)
+
+
+def test_a_follow_up_call_fills_in_what_the_first_skipped(tmp_path):
+    env = {"group": "env", "side": "hf", "device": "NVIDIA H100 80GB HBM3"}
+    ours = {"group": "finetune", "side": "bert_tf", "model": "base", "seq": 128, "batch": 32,
+            "step_s": 0.01, "flops": 2.16e12}
+    calls = {"first": [env, ours, {"group": "finetune", "side": "hf", "model": "base",
+                                   "seq": 128, "skipped": "time"}],
+             "second": [{"group": "finetune", "side": "hf", "model": "base", "seq": 128,
+                         "batch": 32, "step_s": 0.03, "flops": 2.16e12}]}
+    paths = []
+    for name, rows in calls.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in rows))
+        summary = kit.summarise(rows, {"float32": 1e-6} if name == "first" else None,
+                                "gpu", 500)
+        (tmp_path / name / "results.json").write_text(json.dumps(summary))
+        paths.append(str(tmp_path / name / "results.json"))
+    merged = kit.merge(paths)
+    (row,) = merged["table"]
+    assert row["ratio"] == pytest.approx(3.0)
+    assert merged["parity"] == {"float32": 1e-6} and merged["calls"] == 2
+    assert merged["notes"] == []  # the first call's "skipped (time)" was filled in
+    assert merged["device"] == "NVIDIA H100 80GB HBM3"
+    assert kit.merge(paths[:1])["table"][0]["ratio"] is None
+
+
+def test_only_names_side_group_pairs(tmp_path):
+    import subprocess
+    result = subprocess.run([sys.executable, kit.__file__, "--only", "hf:probe,bert_tf:bogus",
+                             "--out", str(tmp_path)], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "--only: bert_tf:bogus,hf:probe are not side:group pairs" in result.stderr
+    assert list(tmp_path.iterdir()) == []

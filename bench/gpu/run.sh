@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # The GPU benchmark in one command (bench/gpu/README.md).
-#   bash bench/gpu/run.sh [--cpu] [BUDGET_SECONDS]
+#   bash bench/gpu/run.sh [--cpu] [BUDGET_SECONDS [--only SIDE:GROUP,...]]
 # On the GPU machine: installs the wheels bench/gpu/fetch_wheels.sh put in .gpu_kit/
 # (what the machine's image lacks: keras and its two small dependencies), then runs every
 # group within the budget (default 520 s) and writes results.{jsonl,json,md} to $OUT
 # (else runs/gpu_kit). --cpu: the CPU mode (a tiny model, a few steps, JAX on the CPU), in
-# the environment at hand ($PYTHON, else python3); CI runs it.
+# the environment at hand ($PYTHON, else python3); CI runs it. --only: a follow-up call
+# for the groups a first call had no time for (kit.py --help).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 mode=gpu
 if [ "${1:-}" = --cpu ]; then mode=cpu; shift; fi
 budget=${1:-520}
+[ $# -gt 0 ] && shift
 out=${OUT:-runs/gpu_kit}
 if [ "$mode" = gpu ]; then
     if ! ls .gpu_kit/wheels/*.whl >/dev/null 2>&1; then
@@ -24,4 +26,4 @@ if [ "$mode" = gpu ]; then
 else
     export JAX_PLATFORMS=cpu CUDA_VISIBLE_DEVICES=""
 fi
-exec "${PYTHON:-python3}" bench/gpu/kit.py --mode "$mode" --out "$out" --budget "$budget"
+exec "${PYTHON:-python3}" bench/gpu/kit.py --mode "$mode" --out "$out" --budget "$budget" "$@"
