@@ -251,9 +251,9 @@ def resolve_jit_compile(requested, strategy):
     """jit_compile, except under a strategy mirrored over several CPU devices
     (--cpu_devices): XLA compiles the whole step for one device and fails on variables
     that live on the others."""
-    devices = getattr(strategy.extended, "worker_devices", ())
-    if requested and strategy.num_replicas_in_sync > 1 and devices and \
-            all("CPU" in d.upper() for d in devices):
+    from bert_tf.pretraining.distribution import worker_devices
+    if requested and strategy.num_replicas_in_sync > 1 and \
+            all("CPU" in d.upper() for d in worker_devices(strategy)):
         print("note: --jit_compile is off: XLA cannot compile one step over several CPU "
               "devices", file=sys.stderr, flush=True)
         return False

@@ -22,6 +22,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.pretraining_losses import local_sums, metrics_from_sums
+from bert_tf.pretraining.distribution import worker_devices
 from bert_tf.pretraining.optimization import CLIP_NORM
 from bert_tf.shard_schema import MODEL_INPUTS
 from bert_tf.training_plumbing import Interrupted, MetricLog, is_chief, stop_requests
@@ -84,7 +85,7 @@ class PretrainingLoop:
         # TPUs need tf.distribute's own input path; elsewhere a plain tf.data iterator per
         # worker is used because it can be checkpointed (distributed iterators cannot).
         self._distributed_input = isinstance(strategy, tf.distribute.TPUStrategy)
-        self.local_replicas = len(getattr(strategy.extended, "worker_devices", [None]))
+        self.local_replicas = len(worker_devices(strategy))
         self.num_workers = max(1, replicas // self.local_replicas)
         # AutoGraph converts only the loop over steps (_train_steps_fn's tf.range); the
         # model's code and the step's are graph code already, and converting them took
