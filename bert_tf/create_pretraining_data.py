@@ -62,8 +62,9 @@ def parse_args(argv=None):
     flag("max_predictions_per_seq", type=int, default=20,
          help="most masked-LM predictions per example")
     flag("random_seed", type=int, default=12345, help="the output is a function of it")
-    flag("dupe_factor", type=int, default=10,
-         help="passes over the corpus, each with different masks")
+    flag("dupe_factor", type=int, default=None,
+         help="passes over the corpus, each with different masks (default: 10; 1 with "
+              "--masking=none)")
     flag("masked_lm_prob", type=float, default=0.15,
          help="share of an example's tokens to predict")
     flag("short_seq_prob", type=float, default=0.1,
@@ -77,6 +78,9 @@ def parse_args(argv=None):
               "cores); the output does not depend on it")
     flag("max_ngram_size", type=int, default=1,
          help="mask spans of up to N words (or pieces), P(n) ~ 1/n; 1: no n-grams")
+    flag("masking", default="static", choices=("static", "none"),
+         help="static: masked-LM predictions drawn here (google's); none: no masks, for "
+              "run_pretraining --masking=dynamic, which draws new ones for every batch")
     boolean(p, "--gzip", default=False,
             help="gzip the shards (read with compression_type='GZIP')")
     flag("input_format", default="lines", choices=inputs.INPUT_FORMATS,
@@ -88,7 +92,10 @@ def parse_args(argv=None):
          help="text per block: the window random next sentences are drawn from and the "
               "unit of parallel work (changing it changes the output)")
     boolean(p, "--quiet", default=False, help="no progress bar")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.dupe_factor is None:
+        args.dupe_factor = 1 if args.masking == "none" else 10
+    return args
 
 
 def main(argv=None):

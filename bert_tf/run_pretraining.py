@@ -41,6 +41,16 @@ def parse_args(argv=None):
               "a released checkpoint's name (bert_tf/registry.py), downloaded once")
     flag("max_seq_length", type=int, default=128)
     flag("max_predictions_per_seq", type=int, default=20)
+    flag("masking", default="static", choices=("static", "dynamic"),
+         help="static: the shards' masks (google's); dynamic: new masks for every batch "
+              "(RoBERTa's; needs --vocab_file), from google-format shards or those "
+              "create_pretraining_data --masking=none writes")
+    flag("masked_lm_prob", type=float, default=0.15,
+         help="--masking=dynamic: share of an example's tokens to predict")
+    boolean(p, "--do_whole_word_mask", default=False,
+            help="--masking=dynamic: mask whole words (80/10/10 drawn once per word)")
+    flag("max_ngram_size", type=int, default=1,
+         help="--masking=dynamic: mask spans of up to N words (or pieces), P(n) ~ 1/n")
     boolean(p, "--do_train")
     boolean(p, "--do_eval")
     flag("train_batch_size", type=int, default=32, help="global batch size")
@@ -78,27 +88,55 @@ def parse_args(argv=None):
         p.error("at least one of --do_train or --do_eval must be true")
     if (args.bert_config_file is None) == (args.preset is None):
         p.error("give exactly one of --bert_config_file or --preset")
+    if args.masking == "dynamic" and not args.vocab_file:
+        p.error("--masking=dynamic needs --vocab_file (the ids of [CLS], [SEP], [MASK] "
+                "and, for whole words, which tokens are '##' pieces)")
+    if args.masking == "static" and (args.do_whole_word_mask or args.max_ngram_size != 1
+                                     or args.masked_lm_prob != 0.15):
+        p.error("--masked_lm_prob, --do_whole_word_mask and --max_ngram_size choose "
+                "dynamic masks; with --masking=static the shards' masks are used (pass "
+                "them to create_pretraining_data instead)")
     return args
+
+
+def masking_spec(args):
+    """The MaskingSpec of --masking=dynamic, or None."""
+    if args.masking != "dynamic":
+        return None
+    from bert_tf.pretraining.dynamic_masking import MaskingSpec
+    from bert_tf.text_rules import load_vocab
+    tokens = load_vocab(args.vocab_file)
+    try:
+        return MaskingSpec.from_vocab(tokens, args.max_predictions_per_seq,
+                                      args.masked_lm_prob, args.do_whole_word_mask,
+                                      args.max_ngram_size)
+    except ValueError as e:
+        raise ValueError(f"--vocab_file={args.vocab_file}: {e}") from None
 
 
 def run(args):
     """The run's library calls (bert_tf/pretraining/run.py) with its flags as arguments;
     returns the eval metrics (None without --do_eval)."""
     from bert_tf.pretraining import run as pretraining
-    from bert_tf.pretraining.distribution import create_strategy
+    from bert_tf.pretraining.distribution import create_strategy, describe
     from bert_tf.pretraining.trainer import PretrainingLoop
 
     check_seq_length(args.max_seq_length, texts=2)
     shards = pretraining.find_shards(
         args.input_file, args.eval_input_file, args.output_dir, args.do_train, args.do_eval,
-        args.max_seq_length, args.max_predictions_per_seq, args.skip_corrupt_records)
+        args.max_seq_length, args.max_predictions_per_seq, args.skip_corrupt_records,
+        args.masking)
+    masking = masking_spec(args)
     config = pretraining.load_config(args.bert_config_file, args.preset)
+    if masking is not None and masking.vocab_size != config.vocab_size:
+        raise ValueError(f"--vocab_file={args.vocab_file} has {masking.vocab_size} tokens, "
+                         f"the model's vocab_size is {config.vocab_size}")
     settings = pretraining.run_settings(vars(args), config, shards.train)
     check_resume(args.output_dir, settings, args.do_train)
     strategy = create_strategy(args.strategy, args.tpu, args.tpu_zone, args.gcp_project,
                                args.cpu_devices)
-    print(f"strategy: {type(strategy).__name__} with {strategy.num_replicas_in_sync} "
-          f"replica(s); {len(shards.train)} training file(s)", flush=True)
+    print(f"strategy: {describe(strategy)}; {len(shards.train)} training file(s)",
+          flush=True)
     os.makedirs(args.output_dir, exist_ok=True)
     model, optimizer = pretraining.build(
         strategy, config, args.output_dir, max_seq_length=args.max_seq_length,
@@ -116,7 +154,7 @@ def run(args):
             save_checkpoints_steps=args.save_checkpoints_steps,
             steps_per_loop=args.steps_per_loop, max_seq_length=args.max_seq_length,
             max_predictions_per_seq=args.max_predictions_per_seq, seed=args.seed,
-            shuffle_buffer=args.shuffle_buffer, vocab_file=args.vocab_file)
+            shuffle_buffer=args.shuffle_buffer, vocab_file=args.vocab_file, masking=masking)
     else:
         pretraining.restore_for_eval(loop, args.init_checkpoint)
     if not args.do_eval:
@@ -126,7 +164,7 @@ def run(args):
         max_seq_length=args.max_seq_length,
         max_predictions_per_seq=args.max_predictions_per_seq,
         max_eval_steps=args.max_eval_steps, length_batching=args.length_batching,
-        skip_corrupt_records=args.skip_corrupt_records)
+        skip_corrupt_records=args.skip_corrupt_records, masking=masking, seed=args.seed)
     print("***** Eval results *****")
     for key in sorted(metrics):
         print(f"  {key} = {metrics[key]}")

@@ -42,7 +42,8 @@ LONGEST_FIRST = ("test_export_tasks.py", "test_pretraining.py", "test_glue.py", 
                  "test_finetune_resume.py", "test_squad.py", "test_backends.py", "test_api.py",
                  "test_export.py", "test_ner_features.py", "test_swag.py",
                  "test_serving_limits.py", "test_fuzz.py", "test_driver.py",
-                 "test_pretraining_preemption.py", "test_keras_hub.py")
+                 "test_pretraining_preemption.py", "test_keras_hub.py",
+                 "test_dynamic_masking.py")
 
 
 def pytest_collection_modifyitems(session, config, items):

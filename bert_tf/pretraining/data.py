@@ -51,7 +51,7 @@ class DamagedShard:
 
 
 def check_shards(files, max_seq_length, max_predictions_per_seq,
-                 skip_corrupt_records=False):
+                 skip_corrupt_records=False, needs_masks=False):
     """Checks pretraining shards before any work; ValueError naming the file and byte
     offset for the first problem. Returns {path: DamagedShard} for the shards with
     damaged records to skip (always empty without `skip_corrupt_records`).
@@ -59,6 +59,8 @@ def check_shards(files, max_seq_length, max_predictions_per_seq,
     Default: each shard's first record (a TFRecord file; both checksums; a
     tf.train.Example whose features have the flags' lengths) and its last bytes (the
     last record is whole); a few milliseconds per shard whatever its size.
+    `needs_masks`: the first record must hold masked-LM predictions (static masking
+    reads them; shards written with --masking=none have none).
     `skip_corrupt_records`: also every record's checksum, with one tf.data pass per shard
     (about 5 s per GB of 860-byte records, on this 2-core machine) and, for a shard where
     it fails, a NumPy scan that finds each damaged record (about 8 s per GB more); a
@@ -89,7 +91,13 @@ def check_shards(files, max_seq_length, max_predictions_per_seq,
                 records.check_tail(path)
         except records.RecordError as e:
             raise ValueError(f"{e}; {SKIP_ADVICE}" if e.skippable else str(e)) from None
-        _check_example(path, offset, data, max_seq_length, max_predictions_per_seq)
+        features = _check_example(path, offset, data, max_seq_length,
+                                  max_predictions_per_seq)
+        if needs_masks and not features["masked_lm_weights"].any():
+            raise ValueError(
+                f"{path}: the record at byte {offset} has no masked-LM predictions (all "
+                f"masked_lm_weights are 0, as create_pretraining_data --masking=none "
+                f"writes); pretrain from these shards with --masking=dynamic")
         if progress is not None:
             progress.update(1)
     if progress is not None:
@@ -118,7 +126,7 @@ def _scan_for_damage(path):
 
 def _check_example(path, offset, data, max_seq_length, max_predictions_per_seq):
     """ValueError unless `data` is a tf.train.Example with the features `parse_batch`
-    reads, of the lengths the flags give."""
+    reads, of the lengths the flags give; returns its features."""
     try:
         features = parse_example(memoryview(data))
     except (ValueError, IndexError, UnicodeDecodeError) as e:
@@ -147,6 +155,7 @@ def _check_example(path, offset, data, max_seq_length, max_predictions_per_seq):
                 f"{path}: records have {name} of length {len(value)}, but "
                 f"--{flag}={lengths[name]}; pass --{flag}={len(value)} (the value the shards "
                 f"were written with)")
+    return features
 
 
 def data_loss_error(error, files):
@@ -211,7 +220,7 @@ def _shard_reader(files, damaged):
 
 def pretraining_dataset(input_files, batch_size, max_seq_length, max_predictions_per_seq,
                         is_training=True, input_context=None, seed=12345,
-                        shuffle_buffer=10000, cycle_length=8, damaged=None):
+                        shuffle_buffer=10000, cycle_length=8, damaged=None, masking=None):
     """Batches of pretraining examples.
 
     Training: files are sharded per input pipeline (one per worker under
@@ -223,6 +232,9 @@ def pretraining_dataset(input_files, batch_size, max_seq_length, max_predictions
     `batch_size` is the batch of this input pipeline (per worker). Parsing happens after
     batching (vectorized `parse_example`). `damaged`: {path: DamagedShard} from
     `check_shards(..., skip_corrupt_records=True)`, whose damaged records are left out.
+    `masking`: a dynamic_masking.MaskingSpec to draw new masked-LM predictions for every
+    batch (from the seed, this pipeline's id and the batch's number in it) instead of
+    reading the shards' own.
     """
     files = expand_gfile_patterns(input_files)
     ds, read = _shard_reader(files, damaged)
@@ -249,4 +261,11 @@ def pretraining_dataset(input_files, batch_size, max_seq_length, max_predictions
         ds = ds.batch(batch_size, drop_remainder=False)
     ds = ds.map(lambda s: parse_batch(s, max_seq_length, max_predictions_per_seq),
                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if masking is not None:
+        from bert_tf.pretraining.dynamic_masking import remask
+        pipeline = input_context.input_pipeline_id if input_context else 0
+        # enumerate() counts the batches inside the pipeline, so the count is part of the
+        # iterator state a checkpoint saves.
+        ds = ds.enumerate().map(lambda i, batch: remask(batch, i, masking, seed, pipeline),
+                                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return ds.prefetch(tf.data.AUTOTUNE)

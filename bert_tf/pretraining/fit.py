@@ -83,9 +83,45 @@ def _batch(examples):
             {k: batch[k] for k in shard_schema.LABELS})
 
 
+def remask_numpy(inputs, labels, spec, seed, index):
+    """dynamic_masking.remask's rules with NumPy (pretraining_data/masking.py, the offline
+    masker's code), for the fit() loop: batch `index` masked anew from (seed, index)."""
+    from bert_tf.pretraining_data import masking
+    ids = inputs["token_ids"].copy()
+    real = labels["masked_lm_weights"] > 0
+    rows = np.broadcast_to(np.arange(len(ids))[:, None], real.shape)
+    ids[rows[real], inputs["masked_lm_positions"][real]] = labels["masked_lm_ids"][real]
+    mask = inputs["padding_mask"].astype(bool)
+    candidate = mask & (ids != spec.cls_id) & (ids != spec.sep_id)
+    rng = np.random.default_rng([seed, index])
+    is_subword = None if spec.is_subword is None else np.asarray(spec.is_subword)
+    chosen, group = masking.choose_positions(
+        ids, candidate, mask.sum(axis=1), rng, spec.masked_lm_prob,
+        spec.max_predictions_per_seq, is_subword, spec.max_ngram_size)
+    positions, label_ids, weights, _ = masking.apply_masks(
+        ids, chosen, group, rng, spec.mask_id, spec.vocab_size,
+        spec.max_predictions_per_seq)
+    return (dict(inputs, token_ids=ids, masked_lm_positions=positions.astype(np.int32)),
+            dict(labels, masked_lm_ids=label_ids, masked_lm_weights=weights))
+
+
 def shard_batches(input_files, batch_size, max_seq_length, max_predictions_per_seq,
-                  is_training=True, seed=12345, shuffle_buffer=10000):
-    """(inputs, labels) batches of NumPy arrays from pretraining shards, for fit().
+                  is_training=True, seed=12345, shuffle_buffer=10000, masking=None):
+    """(inputs, labels) batches of NumPy arrays from pretraining shards, for fit();
+    `masking` (a dynamic_masking.MaskingSpec): every batch masked anew (`remask_numpy`).
+    """
+    batches = _shard_batches(input_files, batch_size, max_seq_length,
+                             max_predictions_per_seq, is_training, seed, shuffle_buffer)
+    if masking is None:
+        yield from batches
+        return
+    for index, (inputs, labels) in enumerate(batches):
+        yield remask_numpy(inputs, labels, masking, seed, index)
+
+
+def _shard_batches(input_files, batch_size, max_seq_length, max_predictions_per_seq,
+                   is_training, seed, shuffle_buffer):
+    """The batches of shard_batches, as the shards hold them.
 
     Training: forever, each pass over the files in a fresh order (seeded), records
     shuffled through a buffer of `shuffle_buffer`, full batches only. Eval: files in

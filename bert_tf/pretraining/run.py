@@ -55,11 +55,12 @@ class Shards:
 
 
 def find_shards(input_file, eval_input_file, output_dir, do_train, do_eval, max_seq_length,
-                max_predictions_per_seq, skip_corrupt_records=False):
+                max_predictions_per_seq, skip_corrupt_records=False, masking="static"):
     """The files --input_file and --eval_input_file (default: --input_file) name, less
     what the run writes in `output_dir`, checked before any work: shards that are not
     TFRecord files, cut, damaged, or written for other lengths stop here with one line
-    naming the file and byte offset."""
+    naming the file and byte offset; so do shards without masks under `masking`
+    "static"."""
     from bert_tf.pretraining.data import check_shards, expand_gfile_patterns
     # What a run writes in --output_dir is never one of its inputs, though a glob such as
     # --input_file='DIR/train*' with --output_dir=DIR matches it once written: without
@@ -69,7 +70,8 @@ def find_shards(input_file, eval_input_file, output_dir, do_train, do_eval, max_
     eval_files = expand_gfile_patterns(eval_input_file or input_file, skip=own)
     damaged = check_shards(
         sorted(set((train_files if do_train else []) + (eval_files if do_eval else []))),
-        max_seq_length, max_predictions_per_seq, skip_corrupt_records)
+        max_seq_length, max_predictions_per_seq, skip_corrupt_records,
+        needs_masks=masking == "static")
     skipped = sum(len(shard.skipped) for shard in damaged.values())
     return Shards(train_files, eval_files, damaged, skipped)
 
@@ -205,10 +207,11 @@ def write_run_record(loop, config, settings, do_train):
 
 def train_and_export(loop, shards, *, num_train_steps, save_checkpoints_steps,
                      steps_per_loop, max_seq_length, max_predictions_per_seq, seed,
-                     shuffle_buffer, vocab_file=None):
+                     shuffle_buffer, vocab_file=None, masking=None):
     """Trains (resuming from the latest checkpoint in the loop's output_dir), then the
     chief writes the model in google's TF1 format (output_dir/google) and HF's
-    (output_dir/hf), with `vocab_file` beside them."""
+    (output_dir/hf), with `vocab_file` beside them. `masking`: a MaskingSpec for dynamic
+    masking (bert_tf/pretraining/dynamic_masking.py); None reads the shards' masks."""
     import tensorflow as tf
 
     from bert_tf import checkpoints
@@ -218,7 +221,7 @@ def train_and_export(loop, shards, *, num_train_steps, save_checkpoints_steps,
         dataset = pretraining_dataset(
             shards.train, batch_size, max_seq_length, max_predictions_per_seq,
             is_training=True, input_context=ctx, seed=seed,
-            shuffle_buffer=shuffle_buffer, damaged=shards.damaged)
+            shuffle_buffer=shuffle_buffer, damaged=shards.damaged, masking=masking)
         return dataset.skip(skip_batches) if skip_batches else dataset
     try:
         loop.train(dataset_fn, num_train_steps, save_checkpoints_steps, steps_per_loop)
@@ -242,16 +245,19 @@ def restore_for_eval(loop, init_checkpoint=None):
 
 
 def evaluate(loop, shards, *, eval_batch_size, max_seq_length, max_predictions_per_seq,
-             max_eval_steps, length_batching="off", skip_corrupt_records=False):
+             max_eval_steps, length_batching="off", skip_corrupt_records=False,
+             masking=None, seed=12345):
     """google's eval metrics over the eval shards (at most `max_eval_steps` batches, 0:
     all); "longest" `length_batching` cuts each batch to its longest sequence. Under
-    `skip_corrupt_records` the metrics count the records left out."""
+    `skip_corrupt_records` the metrics count the records left out. `masking`: a
+    MaskingSpec: the eval batches are masked anew, the same way at every evaluation (from
+    `seed`)."""
     import tensorflow as tf
 
     from bert_tf.pretraining.data import data_loss_error, pretraining_dataset
     dataset = pretraining_dataset(shards.eval, eval_batch_size, max_seq_length,
                                   max_predictions_per_seq, is_training=False,
-                                  damaged=shards.damaged)
+                                  damaged=shards.damaged, masking=masking, seed=seed)
     if length_batching == "longest":
         from bert_tf.batching import trim_to_longest
         from bert_tf.input_names import INPUT_NAMES

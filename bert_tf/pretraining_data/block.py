@@ -125,12 +125,18 @@ def _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats
             ids, segment_ids, input_mask, candidate, n_tokens = masking.pack(
                 tokens, inst["a_start"][sel], inst["a_len"][sel], inst["b_start"][sel],
                 inst["b_len"][sel], settings.max_seq_length, res["cls_id"], res["sep_id"])
-            chosen, group = masking.choose_positions(
-                ids, candidate, n_tokens, np_rng, settings.masked_lm_prob,
-                settings.max_predictions_per_seq, is_subword, settings.max_ngram_size)
-            positions, labels, weights, decisions = masking.apply_masks(
-                ids, chosen, group, np_rng, res["mask_id"], res["vocab_size"],
-                settings.max_predictions_per_seq)
+            if settings.masking == "none":
+                # Unmasked: the schema's mask features are there, all weights 0 (every
+                # reader reads them; run_pretraining --masking=dynamic draws the masks).
+                positions, labels, weights, decisions = masking.no_masks(
+                    len(sel), settings.max_predictions_per_seq)
+            else:
+                chosen, group = masking.choose_positions(
+                    ids, candidate, n_tokens, np_rng, settings.masked_lm_prob,
+                    settings.max_predictions_per_seq, is_subword, settings.max_ngram_size)
+                positions, labels, weights, decisions = masking.apply_masks(
+                    ids, chosen, group, np_rng, res["mask_id"], res["vocab_size"],
+                    settings.max_predictions_per_seq)
             stats["example_tokens"] += int(n_tokens.sum())
             stats["padded_examples"] += int(np.count_nonzero(
                 n_tokens < settings.max_seq_length))

@@ -58,6 +58,7 @@ class Settings:
     input_format: str = "lines"
     jsonl_field: str = "text"
     gzip: bool = False
+    masking: str = "static"    # "none": no masked-LM predictions (weights 0)
 
 
 # ------------------------------------------------------------------------------ vocab

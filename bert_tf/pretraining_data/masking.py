@@ -20,10 +20,15 @@ masking, pieces otherwise) inside one segment, n drawn with probability proporti
 80/10/10 choice is drawn once per span.
 """
 
+import dataclasses
+
 import numpy as np
 
 # Decisions, as counted in the summary.
 MASKED, RANDOM, KEPT = 0, 1, 2
+# A position's uniform draw u decides: [MASK] below MASK_BELOW, unchanged below KEEP_BELOW,
+# else a random id (the offline masker here and dynamic masking alike).
+MASK_BELOW, KEEP_BELOW = 0.8, 0.9
 
 
 def pack(tokens, a_start, a_len, b_start, b_len, max_seq_length, cls_id, sep_id):
@@ -172,7 +177,7 @@ def apply_masks(ids, chosen, group, rng, mask_id, vocab_size, max_predictions_pe
     else:
         # One uniform per (row, group); group numbers are < length.
         u = rng.random((n, length))[r_idx, group[r_idx, p_idx]]
-    decision = np.where(u < 0.8, MASKED, np.where(u < 0.9, KEPT, RANDOM))
+    decision = np.where(u < MASK_BELOW, MASKED, np.where(u < KEEP_BELOW, KEPT, RANDOM))
     labels_flat = ids[r_idx, p_idx].copy()
     replaced = np.where(decision == MASKED, mask_id, labels_flat)
     is_random = decision == RANDOM
@@ -188,3 +193,41 @@ def apply_masks(ids, chosen, group, rng, mask_id, vocab_size, max_predictions_pe
     weights[r_idx, column] = 1.0
     counts = np.bincount(decision, minlength=3)
     return positions, labels, weights, counts
+
+
+def no_masks(n, max_predictions_per_seq):
+    """apply_masks' outputs for n unmasked examples (--masking=none): no predictions."""
+    return (np.zeros((n, max_predictions_per_seq), np.int64),
+            np.zeros((n, max_predictions_per_seq), np.int32),
+            np.zeros((n, max_predictions_per_seq), np.float32), np.zeros(3, np.int64))
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskingSpec:
+    """What dynamic masking needs to know of the vocabulary and the flags."""
+    vocab_size: int
+    mask_id: int
+    cls_id: int
+    sep_id: int
+    max_predictions_per_seq: int
+    masked_lm_prob: float = 0.15
+    is_subword: tuple = None    # whole-word masking: per id, is it a '##' piece
+    max_ngram_size: int = 1
+
+    @classmethod
+    def from_vocab(cls, tokens, max_predictions_per_seq, masked_lm_prob=0.15,
+                   whole_word=False, max_ngram_size=1):
+        """From the vocabulary's tokens in id order; ValueError naming a missing token."""
+        ids = {t: i for i, t in enumerate(tokens)}
+        for token in ("[CLS]", "[SEP]", "[MASK]"):
+            if token not in ids:
+                raise ValueError(f"the vocabulary has no {token} token, which dynamic "
+                                 f"masking needs")
+        if not 0 < masked_lm_prob <= 1:
+            raise ValueError(f"--masked_lm_prob must be in (0, 1], got {masked_lm_prob}")
+        if max_ngram_size < 1:
+            raise ValueError(f"--max_ngram_size must be >= 1, got {max_ngram_size}")
+        return cls(len(tokens), ids["[MASK]"], ids["[CLS]"], ids["[SEP]"],
+                   max_predictions_per_seq, masked_lm_prob,
+                   tuple(t.startswith("##") for t in tokens) if whole_word else None,
+                   max_ngram_size)

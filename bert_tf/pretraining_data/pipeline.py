@@ -35,6 +35,11 @@ def check_args(args):
         (args.dupe_factor >= 1, "--dupe_factor must be >= 1"),
         (args.num_workers >= 1, "--num_workers must be >= 1"),
         (args.max_ngram_size >= 1, "--max_ngram_size must be >= 1"),
+        (args.masking == "static" or not (
+            args.do_whole_word_mask or args.max_ngram_size != 1
+            or args.masked_lm_prob != 0.15),
+         "--masked_lm_prob, --do_whole_word_mask and --max_ngram_size choose masks; with "
+         "--masking=none give them to run_pretraining --masking=dynamic"),
         (args.block_size_kb >= 1, "--block_size_kb must be >= 1"),
         (args.num_shards is None or args.num_shards >= 1, "--num_shards must be >= 1"),
     ]
@@ -74,14 +79,17 @@ def make_settings(args):
         max_predictions_per_seq=args.max_predictions_per_seq, random_seed=args.random_seed,
         dupe_factor=args.dupe_factor, masked_lm_prob=args.masked_lm_prob,
         short_seq_prob=args.short_seq_prob, max_ngram_size=args.max_ngram_size,
-        input_format=args.input_format, jsonl_field=args.jsonl_field, gzip=args.gzip)
+        input_format=args.input_format, jsonl_field=args.jsonl_field, gzip=args.gzip,
+        masking=args.masking)
 
 
 def make_config(args, files, sizes, settings, vocab, shards):
     """Everything the bytes of the shards depend on: a rerun with the same config keeps
     the shards a previous run completed."""
     return {
-        "settings": {k: v for k, v in settings.__dict__.items() if k != "vocab_file"},
+        # (masking only when not the default, so that runs from before the flag resume)
+        "settings": {k: v for k, v in settings.__dict__.items() if k != "vocab_file"
+                     and (k, v) != ("masking", "static")},
         "vocab": {"path": settings.vocab_file, "sha256": file_sha256(args.vocab_file),
                   "size": len(vocab)},
         "inputs": [{"path": os.path.abspath(p), "bytes": s,
