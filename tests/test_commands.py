@@ -15,9 +15,9 @@ FLAGS = {
         max_bytes output_file source_dir""",
     "bert_tf.create_pretraining_data": """
         block_size_kb do_lower_case do_whole_word_mask dupe_factor gzip input_file
-        input_format jsonl_field masked_lm_prob max_ngram_size max_predictions_per_seq
-        max_seq_length num_shards num_workers output_file quiet random_seed
-        short_seq_prob vocab_file""",
+        input_format jsonl_field masked_lm_prob masking max_ngram_size
+        max_predictions_per_seq max_seq_length next_sentence num_shards num_workers
+        output_file quiet random_seed short_seq_prob vocab_file""",
     "bert_tf.extract_features": """
         batch_size bert_config_file do_lower_case init_checkpoint input_file layers
         max_seq_length output_file vocab_file""",
@@ -26,10 +26,11 @@ FLAGS = {
         mixed_precision num_train_steps preset steps_per_loop train_batch_size
         vocab_size work_dir""",
     "bert_tf.run_pretraining": """
-        bert_config_file cpu_devices do_eval do_train eval_batch_size eval_input_file
-        gcp_project gradient_accumulation_steps init_checkpoint input_file jit_compile
-        keep_checkpoints learning_rate length_batching max_eval_steps
-        max_predictions_per_seq max_seq_length mixed_precision num_train_steps
+        bert_config_file cpu_devices do_eval do_train do_whole_word_mask eval_batch_size
+        eval_input_file gcp_project gradient_accumulation_steps init_checkpoint input_file
+        jit_compile keep_checkpoints learning_rate length_batching masked_lm_prob masking
+        max_eval_steps max_ngram_size max_predictions_per_seq max_seq_length
+        mixed_precision num_train_steps
         num_warmup_steps optimizer output_dir preset save_checkpoints_steps seed
         shuffle_buffer skip_corrupt_records steps_per_loop strategy tpu tpu_zone
         train_batch_size vocab_file""",
