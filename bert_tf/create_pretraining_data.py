@@ -81,6 +81,9 @@ def parse_args(argv=None):
     flag("masking", default="static", choices=("static", "none"),
          help="static: masked-LM predictions drawn here (google's); none: no masks, for "
               "run_pretraining --masking=dynamic, which draws new ones for every batch")
+    flag("next_sentence", default="nsp", choices=("nsp", "sop"),
+         help="the second task's labels: nsp (google's: B is random half the time) or sop "
+              "(ALBERT's sentence order: B is the next text, swapped with A half the time)")
     boolean(p, "--gzip", default=False,
             help="gzip the shards (read with compression_type='GZIP')")
     flag("input_format", default="lines", choices=inputs.INPUT_FORMATS,

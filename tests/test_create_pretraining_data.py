@@ -526,6 +526,54 @@ def test_ngram_masking_masks_spans(small_corpus, vocab_file, vocab, tmp_path):
     assert plain < 0.25 and spans > plain + 0.2
 
 
+def test_sentence_order_pairs_are_the_next_text_swapped_half_the_time():
+    """--next_sentence=sop (ALBERT): a chunk of several sentences gives A and the rest of
+    the chunk, in order (label 0) or swapped (label 1) with probability 1/2; a
+    one-sentence chunk still takes a random B (label 1), as ALBERT's script does."""
+    rng = random.Random(3)
+    lengths = [rng.randint(3, 20) for _ in range(3000)]
+    starts = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+    doc_bounds = []
+    first = 0
+    while first < len(lengths):
+        end = min(len(lengths), first + rng.randint(1, 12))
+        doc_bounds.append((first, end))
+        first = end
+    inst = instances.create_instances(starts, doc_bounds, 2, 64, 0.1, random.Random(5),
+                                      next_sentence="sop")
+    a_end = inst["a_start"] + inst["a_len"]
+    b_end = inst["b_start"] + inst["b_len"]
+    in_order = ~inst["random_next"]
+    swapped = inst["swapped"]
+    random_b = inst["random_next"] & ~swapped
+    assert (inst["random_next"] == (swapped | random_b)).all()
+    np.testing.assert_array_equal(inst["b_start"][in_order], a_end[in_order])
+    np.testing.assert_array_equal(b_end[swapped], inst["a_start"][swapped])
+    assert 0.45 < swapped.sum() / (swapped.sum() + in_order.sum()) < 0.55
+    # NSP on the same documents and seed: unchanged by the new parameter (google's draws).
+    nsp = instances.create_instances(starts, doc_bounds, 2, 64, 0.1, random.Random(5))
+    default = instances.create_instances(starts, doc_bounds, 2, 64, 0.1, random.Random(5),
+                                         next_sentence="nsp")
+    for key in ("a_start", "a_len", "b_start", "b_len", "random_next"):
+        np.testing.assert_array_equal(nsp[key], default[key])
+    assert not nsp["swapped"].any()
+
+
+def test_sop_shards_and_summary(small_corpus, vocab_file, tmp_path, capsys):
+    out = str(tmp_path / "sop.tfrecord")
+    summary = run_cli("--input_file", small_corpus, "--output_file", out, "--vocab_file",
+                      vocab_file, "--next_sentence", "sop", "--dupe_factor", 2,
+                      "--num_workers", 1)
+    counts = summary["counts"]
+    ex = read_records([out])
+    labels = ex["next_sentence_labels"][:, 0]
+    assert labels.sum() == counts["swapped"] + counts["random_next"]
+    assert 0.4 < counts["swapped"] / (summary["examples"] - counts["random_next"]) < 0.6
+    assert f"swapped {100 * counts['swapped'] / summary['examples']:.1f}%" in \
+        capsys.readouterr().out
+    assert summary["config"]["settings"]["next_sentence"] == "sop"
+
+
 # ----------------------------------------------------------------------------- the command
 
 def test_same_output_whatever_the_number_of_workers(small_corpus, vocab_file, tmp_path):

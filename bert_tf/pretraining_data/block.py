@@ -90,14 +90,17 @@ def process_block(settings, index, data, part_path):
     py_rng, np_rng = block_rngs(settings.random_seed, index)
     inst = instances_lib.create_instances(
         sentence_starts, doc_bounds, settings.dupe_factor, settings.max_seq_length,
-        settings.short_seq_prob, py_rng)
+        settings.short_seq_prob, py_rng, settings.next_sentence)
     n = len(inst["a_start"])
     stats["document_passes"] = len(doc_bounds) * settings.dupe_factor
     stats["short_target_passes"] = inst.pop("short_target_passes")
     stats["truncated_examples"] = instances_lib.truncate(inst, settings.max_seq_length,
                                                          np_rng)
     stats["examples"] = n
-    stats["random_next"] = int(inst["random_next"].sum())
+    swapped = int(inst["swapped"].sum())
+    stats["random_next"] = int(inst["random_next"].sum()) - swapped
+    if swapped:     # --next_sentence=sop: label 1 for these too
+        stats["swapped"] = swapped
     stats["random_next_same_document"] = int(inst["same_document"].sum())
     stats["short_target_examples"] = int(inst["short_target"].sum())
 

@@ -59,6 +59,7 @@ class Settings:
     jsonl_field: str = "text"
     gzip: bool = False
     masking: str = "static"    # "none": no masked-LM predictions (weights 0)
+    next_sentence: str = "nsp"    # "sop": ALBERT's sentence order (instances.py)
 
 
 # ------------------------------------------------------------------------------ vocab

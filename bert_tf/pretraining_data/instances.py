@@ -34,7 +34,7 @@ import numpy as np
 
 
 def create_instances(sentence_starts, doc_bounds, dupe_factor, max_seq_length,
-                     short_seq_prob, rng):
+                     short_seq_prob, rng, next_sentence="nsp"):
     """All instances of one block, before truncation.
 
     Args:
@@ -46,6 +46,10 @@ def create_instances(sentence_starts, doc_bounds, dupe_factor, max_seq_length,
       max_seq_length: the example length; max_num_tokens = max_seq_length - 3.
       short_seq_prob: probability that a document pass uses a short random target.
       rng: random.Random (scalar draws in a Python loop: ~20x cheaper than numpy's).
+      next_sentence: "nsp" (google's: B is random with probability 1/2) or "sop" (ALBERT's
+        sentence-order prediction: B is the actual next text, and with probability 1/2
+        the two segments are swapped; a one-sentence chunk still gets a random B, as
+        ALBERT's script does). The label (random_next) is 1 for a random or swapped B.
 
     Returns a dict of numpy arrays, one entry per instance: a_start, a_len, b_start, b_len
     (int64), random_next, short_target, same_document (bool: B was drawn at random but
@@ -57,7 +61,9 @@ def create_instances(sentence_starts, doc_bounds, dupe_factor, max_seq_length,
     n_docs = len(doc_bounds)
     rnd = rng.random
     a_start, a_end, b_start, b_end, random_next, short, same_doc = [], [], [], [], [], [], []
+    swapped = []
     short_passes = 0
+    nsp = next_sentence == "nsp"
     for _ in range(dupe_factor):
         for d, (s0, s1) in enumerate(doc_bounds):
             target = max_num_tokens
@@ -75,7 +81,8 @@ def create_instances(sentence_starts, doc_bounds, dupe_factor, max_seq_length,
                 n = e - cs
                 a_stop = cs + 1 if n == 1 else cs + 1 + int(rnd() * (n - 1))
                 a_lo, a_hi = starts[cs], starts[a_stop]
-                if n == 1 or rnd() < 0.5:
+                swap = False
+                if n == 1 or (nsp and rnd() < 0.5):
                     target_b = target - (a_hi - a_lo)
                     rd = d
                     if n_docs > 1:
@@ -93,9 +100,13 @@ def create_instances(sentence_starts, doc_bounds, dupe_factor, max_seq_length,
                     cs = a_stop   # the sentences after A go back to the document
                 else:
                     b_lo, b_hi = a_hi, starts[e]
-                    random_next.append(False)
+                    swap = not nsp and rnd() < 0.5
+                    if swap:    # sentence order: B first, then A
+                        a_lo, a_hi, b_lo, b_hi = b_lo, b_hi, a_lo, a_hi
+                    random_next.append(swap)
                     same_doc.append(False)
                     cs = e
+                swapped.append(swap)
                 a_start.append(a_lo)
                 a_end.append(a_hi)
                 b_start.append(b_lo)
@@ -107,7 +118,8 @@ def create_instances(sentence_starts, doc_bounds, dupe_factor, max_seq_length,
         "a_start": a_start, "a_len": np.array(a_end, np.int64) - a_start,
         "b_start": b_start, "b_len": np.array(b_end, np.int64) - b_start,
         "random_next": np.array(random_next, bool), "short_target": np.array(short, bool),
-        "same_document": np.array(same_doc, bool), "short_target_passes": short_passes,
+        "same_document": np.array(same_doc, bool), "swapped": np.array(swapped, bool),
+        "short_target_passes": short_passes,
     }
 
 

@@ -80,16 +80,17 @@ def make_settings(args):
         dupe_factor=args.dupe_factor, masked_lm_prob=args.masked_lm_prob,
         short_seq_prob=args.short_seq_prob, max_ngram_size=args.max_ngram_size,
         input_format=args.input_format, jsonl_field=args.jsonl_field, gzip=args.gzip,
-        masking=args.masking)
+        masking=args.masking, next_sentence=args.next_sentence)
 
 
 def make_config(args, files, sizes, settings, vocab, shards):
     """Everything the bytes of the shards depend on: a rerun with the same config keeps
     the shards a previous run completed."""
     return {
-        # (masking only when not the default, so that runs from before the flag resume)
+        # (masking and next_sentence only when not the default, so that runs from before
+        # these flags resume)
         "settings": {k: v for k, v in settings.__dict__.items() if k != "vocab_file"
-                     and (k, v) != ("masking", "static")},
+                     and (k, v) not in (("masking", "static"), ("next_sentence", "nsp"))},
         "vocab": {"path": settings.vocab_file, "sha256": file_sha256(args.vocab_file),
                   "size": len(vocab)},
         "inputs": [{"path": os.path.abspath(p), "bytes": s,

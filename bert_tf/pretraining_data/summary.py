@@ -102,7 +102,9 @@ def print_summary(summary, summary_path, out=None):
         f" ({pct(summary['masked_as_mask_share'])} [MASK], "
         f"{pct(summary['masked_as_random_share'])} random, "
         f"{pct(summary['masked_unchanged_share'])} unchanged)",
-        f"random next {pct(summary['random_next_share'])}, short target "
+        f"random next {pct(summary['random_next_share'])}, "
+        + (f"swapped {pct(c['swapped'] / summary['examples'])}, " if c.get("swapped") else "")
+        + f"short target "
         f"{pct(summary['short_target_share'])} of examples, padded "
         f"{pct(summary['padded_share'])}, truncated {pct(summary['truncated_share'])}",
     ]
