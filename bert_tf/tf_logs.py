@@ -35,7 +35,10 @@ class _QuietLoader(importlib.abc.Loader):
             self.loader.exec_module(module)
             if not os.path.exists("/proc/driver/nvidia"):
                 module.config.list_physical_devices()
-            _spend_int64_notice(module)
+            if _splits_the_cpu():
+                _deferred.append(module)    # spent by spend_int64_notice()
+            else:
+                _spend_int64_notice(module)
 
     def __getattr__(self, name):   # get_code, get_source, is_package... of the real one
         return getattr(self.loader, name)
@@ -52,6 +55,31 @@ def _spend_int64_notice(tf):
         tf.function(tf.transpose)(tf.zeros([2, 3], tf.int64))   # a 1x1 one is folded away
     except Exception:  # noqa: BLE001  a quieter start-up is not worth a failed import
         pass
+
+
+_deferred = []
+
+
+def _splits_the_cpu():
+    """Whether this command will split the CPU into logical devices (--cpu_devices N > 1,
+    pretraining/distribution.py's split_cpu): TensorFlow refuses that once an op has run,
+    so the notice's op must wait until the devices are set."""
+    args = sys.argv[1:]
+    for i, arg in enumerate(args):
+        value = arg.split("=", 1)[1] if arg.startswith("--cpu_devices=") else \
+            args[i + 1] if arg == "--cpu_devices" and i + 1 < len(args) else None
+        if value is not None:
+            return value.strip().isdigit() and int(value) > 1
+    return False
+
+
+def spend_int64_notice():
+    """The int64 notice spent with descriptor 2 muted, once the logical devices are set
+    (split_cpu calls it); nothing when it was spent at import."""
+    while _deferred:
+        module = _deferred.pop()
+        with _stderr_to_devnull():
+            _spend_int64_notice(module)
 
 
 class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):

@@ -40,3 +40,26 @@ def test_an_import_error_still_shows():
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 1
     assert "ModuleNotFoundError: No module named 'tensorflow.no_such_module'" in result.stderr
+
+
+def test_a_split_cpu_still_works_when_quieted(tmp_path):
+    """--cpu_devices N splits the CPU into logical devices, which TensorFlow refuses once
+    an op has run: the quiet import then leaves its one op until the devices are set
+    (a shell without TF_CPP_MIN_LOG_LEVEL, as users run the commands)."""
+    from tests.testing import write_pretraining_shards
+    shards = write_pretraining_shards(str(tmp_path / "shards"), num_files=1,
+                                      examples_per_file=16, seq_length=16, predictions=2)
+    config = tmp_path / "config.json"
+    config.write_text('{"vocab_size": 100, "hidden_size": 16, "num_hidden_layers": 1, '
+                      '"num_attention_heads": 2, "intermediate_size": 32}')
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run(
+        [sys.executable, "-m", "bert_tf.run_pretraining", f"--input_file={shards}",
+         f"--output_dir={tmp_path / 'run'}", f"--bert_config_file={config}", "--do_train",
+         "--max_seq_length=16", "--max_predictions_per_seq=2", "--train_batch_size=4",
+         "--num_train_steps=1", "--num_warmup_steps=0", "--strategy=mirrored",
+         "--cpu_devices=2"], capture_output=True, text=True, env=env, timeout=300,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "strategy: MirroredStrategy with 2 replica(s)" in result.stdout
+    assert "DT_INT64" not in result.stderr

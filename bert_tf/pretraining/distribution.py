@@ -21,6 +21,8 @@ def split_cpu(num_devices):
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * num_devices)
+        from bert_tf.tf_logs import spend_int64_notice
+        spend_int64_notice()
 
 
 def _tf_config_workers():
