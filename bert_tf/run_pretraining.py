@@ -20,6 +20,7 @@ from bert_tf.cli import ArgumentParser, DTYPES, boolean, check_seq_length, run_m
 from bert_tf.files import write_results as write_eval_results  # google's eval_results.txt
 # TensorFlow-free at import, like this module: --help and flag errors stay fast.
 from bert_tf.pretraining.run import check_resume
+from bert_tf.pretraining_data.inputs import chooses_masks
 from bert_tf.training_plumbing import is_chief
 
 
@@ -91,8 +92,9 @@ def parse_args(argv=None):
     if args.masking == "dynamic" and not args.vocab_file:
         p.error("--masking=dynamic needs --vocab_file (the ids of [CLS], [SEP], [MASK] "
                 "and, for whole words, which tokens are '##' pieces)")
-    if args.masking == "static" and (args.do_whole_word_mask or args.max_ngram_size != 1
-                                     or args.masked_lm_prob != 0.15):
+    if args.masking == "static" and chooses_masks(args.masked_lm_prob,
+                                                  args.do_whole_word_mask,
+                                                  args.max_ngram_size):
         p.error("--masked_lm_prob, --do_whole_word_mask and --max_ngram_size choose "
                 "dynamic masks; with --masking=static the shards' masks are used (pass "
                 "them to create_pretraining_data instead)")

@@ -62,6 +62,13 @@ class Settings:
     next_sentence: str = "nsp"    # "sop": ALBERT's sentence order (instances.py)
 
 
+def chooses_masks(masked_lm_prob, do_whole_word_mask, max_ngram_size):
+    """Whether these flags ask for other masks than the defaults' (refused where no masks
+    are drawn: create_pretraining_data --masking=none, run_pretraining --masking=static)."""
+    return (masked_lm_prob, bool(do_whole_word_mask), max_ngram_size) != (
+        Settings.masked_lm_prob, Settings.do_whole_word_mask, Settings.max_ngram_size)
+
+
 # ------------------------------------------------------------------------------ vocab
 
 def load_vocab(vocab_file):

@@ -35,9 +35,8 @@ def check_args(args):
         (args.dupe_factor >= 1, "--dupe_factor must be >= 1"),
         (args.num_workers >= 1, "--num_workers must be >= 1"),
         (args.max_ngram_size >= 1, "--max_ngram_size must be >= 1"),
-        (args.masking == "static" or not (
-            args.do_whole_word_mask or args.max_ngram_size != 1
-            or args.masked_lm_prob != 0.15),
+        (args.masking == "static" or not inputs.chooses_masks(
+            args.masked_lm_prob, args.do_whole_word_mask, args.max_ngram_size),
          "--masked_lm_prob, --do_whole_word_mask and --max_ngram_size choose masks; with "
          "--masking=none give them to run_pretraining --masking=dynamic"),
         (args.block_size_kb >= 1, "--block_size_kb must be >= 1"),
