@@ -16,6 +16,10 @@ text to (a multiple of 8), 18 the exact length. For each width, in one process:
 - Keras' own int8 (`model.quantize("int8")` on a copy: int8 Dense kernels with per-channel
   scales, activations quantized per call) in a `tf.function`, and its largest probability
   difference from float32.
+- the same classifier under Keras' `mixed_bfloat16` (float32 weights cast per call) in a
+  `tf.function`, and frozen in a TF1 session: there the casts of the weights fold into
+  bfloat16 constants, which oneDNN packs once and keeps (on a CPU with native bf16, the
+  one lever measured here that cuts the matrix products' time at a few rows).
 
 The times are medians of 5 blocks of calls after a warm-up.
 """
@@ -122,6 +126,9 @@ def main(argv=None):
     int8.quantize("int8")
     int8_fn = tf.function(lambda x: int8(x, training=False)["logits"])
     int8_drift = 0.0
+    bf16 = ours_classifier(hf_dir, "bf16")
+    bf16_fn = tf.function(lambda x: bf16(x, training=False)["logits"])
+    bf16_drift = 0.0
 
     timing_rows, op_tables, largest = [], {}, None
     for width in widths:
@@ -135,7 +142,11 @@ def main(argv=None):
         largest = max(largest or 0.0, float(np.abs(ours - theirs).max()))
         int8_drift = max(int8_drift, float(np.abs(
             tf.nn.softmax(int8_fn(x)).numpy() - tf.nn.softmax(ours).numpy()).max()))
+        bf16_drift = max(bf16_drift, float(np.abs(
+            tf.nn.softmax(tf.cast(bf16_fn(x), tf.float32)).numpy()
+            - tf.nn.softmax(ours).numpy()).max()))
         per_op, session_ms, nodes = op_profile(model, width, args.runs)
+        _, bf16_session_ms, _ = op_profile(bf16, width, 1)
         op_tables[width] = (per_op, nodes)
         timing_rows.append((
             width, f"{block_ms(lambda: graph_fn(x), 100):.2f}",
@@ -143,12 +154,14 @@ def main(argv=None):
             f"{sum(per_op.values()) / 1000:.2f}",
             f"{block_ms(lambda: session.run(['logits'], ort_feed), 100):.2f}",
             f"{block_ms(lambda: session.run(['logits'], exact), 100):.2f}",
-            f"{block_ms(lambda: int8_fn(x), 100):.2f}"))
+            f"{block_ms(lambda: int8_fn(x), 100):.2f}",
+            f"{block_ms(lambda: bf16_fn(x), 100):.2f}", f"{bf16_session_ms:.2f}"))
         print(timing_rows[-1], flush=True)
 
     timing = markdown_table(
         ("width", "tf.function ms", "XLA ms", "TF1 session ms", "sum of kernels ms",
-         "ORT fused ms", f"ORT fused, exact {TOKENS} tokens ms", "Keras int8 ms"),
+         "ORT fused ms", f"ORT fused, exact {TOKENS} tokens ms", "Keras int8 ms",
+         "bf16 tf.function ms", "bf16 frozen, TF1 session ms"),
         timing_rows)
     width = 24 if 24 in op_tables else widths[0]
     per_op, nodes = op_tables[width]
@@ -159,7 +172,7 @@ def main(argv=None):
     body = (f"MiniLM classifier (6 layers, H=384, the bench/serving.py weights), one row of "
             f"{TOKENS} tokens padded to each width (24: what run_by_length gives it); logits agree with ONNX Runtime's to "
             f"{largest:.1e}; Keras int8's probabilities differ from float32's by up to "
-            f"{int8_drift:.1e}. Medians of 5 blocks of 100 calls; op times from "
+            f"{int8_drift:.1e}, bf16's by up to {bf16_drift:.1e}. Medians of 5 blocks of 100 calls; op times from "
             f"{args.runs} traced session runs ({nodes:.0f} nodes per run).\n\n{timing}\n\n"
             f"{ops}\n\nMachine: {machine()}\n\nCommand: `{command_line()}`\n")
     print(body)
