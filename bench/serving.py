@@ -74,6 +74,7 @@ MODELS = {"base": "BERT-base shape (L=12, H=768, vocab 30522), random weights",
 TARGETS = {("HF pipeline", None, None): 1.5, ("ONNX Runtime", "fp32", 1): 1.0,
            ("ONNX Runtime", "fp32", 32): 1.5, ("ONNX Runtime", "int8", 32): 1.0}
 ORT = "ONNX Runtime"
+PRECISIONS = ("fp32", "bf16", "fp32-frozen", "bf16-frozen")
 
 
 def minilm_dir():
@@ -97,11 +98,13 @@ def sentences(count, min_chars=0):
     raise RuntimeError(f"the corpus has fewer than {count} texts of {min_chars} characters")
 
 
-def export_classifier(model, tokenizer, seq_length, labels, directory):
+def export_classifier(model, tokenizer, seq_length, labels, directory, frozen=False):
     """Exports a Keras classifier as a SavedModel; returns the version directory."""
     from export.saved_model import export
     from export.serving import ClassifierModule
     module = ClassifierModule(model, tokenizer, seq_length, labels, ["text_a"])
+    if frozen:
+        module.freeze_weights()
     return export(module, directory)
 
 
@@ -151,11 +154,14 @@ def ours_classifier(hf_dir, precision="fp32"):
 
 
 def export_ours(hf_dir, seq_length, precision, directory):
-    """ours_classifier exported as the classification SavedModel; the path."""
+    """ours_classifier exported as the classification SavedModel; the path. precision
+    "fp32" or "bf16", "-frozen" after it for the weights as constants (export
+    --freeze_weights)."""
     from bert_tf.tokenization import BertTokenizer
     tokenizer = BertTokenizer(os.path.join(hf_dir, "vocab.txt"), do_lower_case=True)
-    return export_classifier(ours_classifier(hf_dir, precision), tokenizer, seq_length,
-                             LABELS, directory)
+    dtype, frozen = precision.split("-")[0], precision.endswith("-frozen")
+    return export_classifier(ours_classifier(hf_dir, dtype), tokenizer, seq_length,
+                             LABELS, directory, frozen)
 
 
 def export_onnx(hf_dir, directory):
@@ -272,7 +278,7 @@ def prepare(model_name, seq_length, precisions, peers, workdir, progress=print):
         path = export_ours(hf_dir, seq_length, precision, os.path.join(workdir, precision))
         impls["bert_tf SavedModel", precision] = ("bench.serving", "ours_step", (path,))
     if "hf" in peers:
-        for precision in precisions:
+        for precision in (p for p in precisions if not p.endswith("-frozen")):
             impls["HF pipeline", precision] = ("bench.serving", "hf_step",
                                                (hf_dir, precision, seq_length))
     if "ort" in peers:
@@ -418,7 +424,8 @@ def main(argv=None):
                         help="timed rounds (each implementation once per round, in a "
                              "fresh process)")
     parser.add_argument("--precisions", default="fp32,bf16",
-                        help="ours and the HF pipeline: fp32, bf16")
+                        help="ours and the HF pipeline: fp32, bf16; ours only: "
+                             "fp32-frozen, bf16-frozen (export --freeze_weights)")
     parser.add_argument("--no_write", action="store_true",
                         help="print the table only; leave docs/benchmarks.md alone")
     parser.add_argument("--bf16_accuracy", action="store_true",
@@ -433,7 +440,7 @@ def main(argv=None):
     batch_sizes = int_list(args.batch_sizes, "--batch_sizes")
     precisions = args.precisions.split(",")
     peers = args.peers.split(",") if args.peers else []
-    if any(p not in ("fp32", "bf16") for p in precisions) or "fp32" not in precisions or \
+    if any(p not in PRECISIONS for p in precisions) or "fp32" not in precisions or \
             any(p not in ("hf", "ort") for p in peers) or args.repeats < 1 or \
             min(batch_sizes) < 1 or not 3 <= args.max_seq_length <= 512 or \
             (args.num_texts is not None and args.num_texts < max(batch_sizes)):
@@ -487,6 +494,9 @@ def main(argv=None):
                      f"its longest text.")
     about.append("bf16: export `--dtype bfloat16` (Keras `mixed_bfloat16`) / torch "
                  "`model.to(bfloat16)`." if "bf16" in precisions else "")
+    about.append("-frozen: ours exported with `--freeze_weights` (weights as constants); "
+                 "the ratio column compares the peers with ours unfrozen." if any(
+                     p.endswith("-frozen") for p in precisions) else "")
     about.append(f"Same weights everywhere (ours loads the HF checkpoint); on 64 of the "
                  f"texts the largest |p - p_bert_tf| was " + ", ".join(
                      f"{k} {d:.1e} (labels agree {a:.0%})"

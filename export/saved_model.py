@@ -47,11 +47,21 @@ def next_version(output_dir):
 
 def build_module(task, checkpoint_dir, vocab_file=None, do_lower_case=True,
                  max_seq_length=None, dtype="float32", top_k=5,
-                 max_text_bytes=MAX_TEXT_BYTES):
+                 max_text_bytes=MAX_TEXT_BYTES, freeze_weights=False):
     """The serving module of `task`, with weights from `checkpoint_dir` (a fine-tuning
     run's output directory for the fine-tuned tasks). max_seq_length None: the run's own
     (128 for the pretrained tasks). max_text_bytes: the longest text a request may send
-    (export/limits.py)."""
+    (export/limits.py). freeze_weights: the weights as constants
+    (ServingModule.freeze_weights)."""
+    module = _build_module(task, checkpoint_dir, vocab_file, do_lower_case,
+                           max_seq_length, dtype, top_k, max_text_bytes)
+    if freeze_weights:
+        module.freeze_weights()
+    return module
+
+
+def _build_module(task, checkpoint_dir, vocab_file, do_lower_case, max_seq_length, dtype,
+                  top_k, max_text_bytes):
     if task not in PRETRAINED:
         return build_task_module(task, checkpoint_dir, max_seq_length, dtype,
                                  max_text_bytes)
@@ -175,6 +185,10 @@ def main(argv=None):
                    help="tokens per sequence (default: the fine-tuning run's, else 128)")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     p.add_argument("--top_k", type=int, default=5, help="fill_mask: tokens per mask")
+    boolean(p, "--freeze_weights", default=False,
+            help="the weights as constants in the signatures (a frozen graph) instead of "
+                 "variables: oneDNN packs them once, so small batches run faster on CPU, "
+                 "most of all with --dtype bfloat16 (docs/serving.md)")
     p.add_argument("--max_text_bytes", type=int, default=MAX_TEXT_BYTES,
                    help="the longest text (in UTF-8 bytes) one input of a request may "
                         "have; longer ones are refused with an error naming the input, "
@@ -192,7 +206,8 @@ def run(args):
     vocab = None if args.task not in PRETRAINED else \
         vocab_beside(args.checkpoint_dir, args.vocab_file, "--checkpoint_dir")
     module = build_module(args.task, args.checkpoint_dir, vocab, args.do_lower_case,
-                          args.max_seq_length, args.dtype, args.top_k, args.max_text_bytes)
+                          args.max_seq_length, args.dtype, args.top_k, args.max_text_bytes,
+                          args.freeze_weights)
     path = export(module, args.output_dir)
     print(f"exported {args.task} to {path}")
     return path

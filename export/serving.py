@@ -72,6 +72,17 @@ class ServingModule(tf.Module):
     def model(self):
         return self._hidden.value
 
+    def freeze_weights(self):
+        """Folds the model's weights into the signatures as constants (a "frozen graph"),
+        instead of variables read on every call. A CPU's oneDNN kernels then pack each
+        weight matrix once and keep it, where a variable's matrix is packed again on every
+        call; under `mixed_bfloat16` the per-call casts of the float32 weights fold away
+        too. On a CPU with native bf16 that made one short text 1.5x faster (bench/
+        serving_profile.py). The export then holds no variables of the model. Call before
+        `signatures()`."""
+        self._hidden = _Untracked(FrozenModel(self.model))
+        self.model_variables = []
+
     @property
     def tokenizer(self):
         return self.preprocessor.tokenizer
@@ -280,6 +291,39 @@ def check_same_batch(texts, names):
             f"{names[0]} and {name}: batch sizes differ (", tf.strings.as_string(first),
             " and ", tf.strings.as_string(other), ")"])]))
     return checks
+
+
+class FrozenModel:
+    """A Keras model's inference call, `model(features, training=False)`, with its
+    weights as constants: one frozen function per input structure (names, dtypes, ranks;
+    every dimension left open), made on first use."""
+
+    def __init__(self, model):
+        self.keras_model = model
+        self._frozen = {}
+
+    def __getattr__(self, name):      # bert_config, encoder, ...: the model's
+        return getattr(self.keras_model, name)
+
+    def __call__(self, features, training=False):
+        from tensorflow.python.framework.convert_to_constants import \
+            convert_variables_to_constants_v2
+        if training:
+            raise ValueError("a frozen model only infers (training=False)")
+        key = tuple((k, v.dtype, len(v.shape)) for k, v in sorted(features.items()))
+        if key not in self._frozen:
+            model = self.keras_model
+            # Made eagerly, whatever graph is being traced: the constants are the
+            # variables' values now.
+            with tf.init_scope():
+                spec = {k: tf.TensorSpec([None] * len(v.shape), v.dtype, name=k)
+                        for k, v in features.items()}
+                concrete = tf.function(lambda f: model(f, training=False),
+                                       autograph=False).get_concrete_function(spec)
+                self._frozen[key] = (convert_variables_to_constants_v2(concrete),
+                                     concrete.structured_outputs)
+        frozen, structure = self._frozen[key]
+        return tf.nest.pack_sequence_as(structure, frozen(*tf.nest.flatten(features)))
 
 
 class _Untracked:

@@ -35,8 +35,8 @@ FLAGS = {
         shuffle_buffer skip_corrupt_records steps_per_loop strategy tpu tpu_zone
         train_batch_size vocab_file""",
     "export.saved_model": """
-        checkpoint_dir do_lower_case dtype max_seq_length max_text_bytes output_dir task top_k
-        vocab_file""",
+        checkpoint_dir do_lower_case dtype freeze_weights max_seq_length max_text_bytes
+        output_dir task top_k vocab_file""",
     "tasks.glue": """
         bad_rows bert_config_file cpu_devices data_dir dev_file do_eval do_lower_case
         do_predict do_train eval_batch_size has_header init_checkpoint jit_compile

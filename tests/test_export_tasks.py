@@ -232,6 +232,44 @@ def test_classification_bfloat16_export_is_close_to_float32(classifier_runs):
     assert not np.allclose(got["probabilities"], want["probabilities"], atol=1e-6)
 
 
+def test_frozen_weights_export_answers_as_the_variables_one(classifier_runs, swag_run,
+                                                           tmp_path):
+    """--freeze_weights: the weights as constants. The SavedModel, loaded by TF Serving's
+    session loader, answers as the Keras model; it saves no variable of the model; the
+    bfloat16 one is as close to float32 as the bfloat16 export with variables; and a
+    model with [batch, choices, seq] inputs (SWAG) freezes the same way."""
+    run, _ = classifier_runs["pair"]
+    path = export(build_module("classification", run, None, True, freeze_weights=True),
+                  str(tmp_path / "frozen"))
+    saved = [name for name, _ in tf.train.list_variables(
+        os.path.join(path, "variables", "variables"))]
+    assert not any("kernel" in n or "embeddings" in n for n in saved), saved
+    want, _ = python_classify(run, TEXTS_A, TEXTS_B)
+    graph = tf.Graph()
+    with graph.as_default(), tf.compat.v1.Session(graph=graph) as session:
+        meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
+        sig = meta.signature_def["serving_default"]
+        got = session.run(sig.outputs["probabilities"].name,
+                          {sig.inputs["text_a"].name: np.array(TEXTS_A, object),
+                           sig.inputs["text_b"].name: np.array(TEXTS_B, object)})
+    np.testing.assert_allclose(got, want["probabilities"], atol=1e-5)
+
+    frozen = traced(build_module("classification", run, None, True, dtype="bfloat16",
+                                 freeze_weights=True))
+    plain = traced(build_module("classification", run, None, True, dtype="bfloat16"))
+    texts = dict(text_a=tf.constant(TEXTS_A), text_b=tf.constant(TEXTS_B))
+    frozen_error = np.abs(frozen(**texts)["probabilities"] - want["probabilities"]).max()
+    plain_error = np.abs(plain(**texts)["probabilities"] - want["probabilities"]).max()
+    # As close to float32 as the bfloat16 export with variables, and really bfloat16.
+    assert 1e-6 < frozen_error < 0.05 and frozen_error <= plain_error + 0.01
+
+    swag, _ = swag_run
+    want, _ = python_swag(swag, CONTEXTS, ENDINGS)
+    got = traced(build_module("swag", swag, freeze_weights=True))(
+        context=tf.constant(CONTEXTS), endings=tf.constant(ENDINGS))
+    np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-5)
+
+
 @pytest.mark.slow
 def test_saved_model_cli_runs_classification_with_string_inputs(classifier_runs, tmp_path):
     run, path = classifier_runs["pair"]
