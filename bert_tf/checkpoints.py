@@ -80,7 +80,7 @@ def restore(model, checkpoint, allow_missing_heads=False, ignore=()):
 
 
 def load_pretrainer(path, input_format="auto", bert_config_file=None,
-                    allow_missing_heads=False, ignore=(), dtype=None):
+                    allow_missing_heads=False, ignore=(), dtype=None, next_sentence=True):
     """A BertPretrainer initialised from any checkpoint the readers understand.
 
     An encoder-only checkpoint raises unless allow_missing_heads=True (the heads then keep
@@ -96,13 +96,20 @@ def load_pretrainer(path, input_format="auto", bert_config_file=None,
         bert_config_file: the config when it is not beside the weights.
         allow_missing_heads, ignore: see above; tensor names to leave unrestored.
         dtype: a Keras dtype policy for the model.
+        next_sentence: False for a pretrainer without the next-sentence head
+            (run_pretraining --next_sentence=none); "auto" as the checkpoint has it (a
+            masked-LM head without a next-sentence one: none).
 
     Example:
         >>> model = bert_tf.load_pretrainer("uncased_L-12_H-768_A-12")  # doctest: +SKIP
     """
+    from bert_tf.checkpoint_formats.core import has_next_sentence_head
     from bert_tf.pretrainer import BertPretrainer
     checkpoint = read_checkpoint(path, input_format, bert_config_file)
-    model = BertPretrainer.from_config_object(checkpoint.config, dtype=dtype)
+    if next_sentence == "auto":
+        next_sentence = has_next_sentence_head(checkpoint)
+    model = BertPretrainer.from_config_object(checkpoint.config, dtype=dtype,
+                                              next_sentence=next_sentence)
     restore(model, checkpoint, allow_missing_heads=allow_missing_heads, ignore=ignore)
     return model
 

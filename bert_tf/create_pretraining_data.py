@@ -81,9 +81,11 @@ def parse_args(argv=None):
     flag("masking", default="static", choices=("static", "none"),
          help="static: masked-LM predictions drawn here (google's); none: no masks, for "
               "run_pretraining --masking=dynamic, which draws new ones for every batch")
-    flag("next_sentence", default="nsp", choices=("nsp", "sop"),
-         help="the second task's labels: nsp (google's: B is random half the time) or sop "
-              "(ALBERT's sentence order: B is the next text, swapped with A half the time)")
+    flag("next_sentence", default="nsp", choices=("nsp", "sop", "none"),
+         help="the second task's labels: nsp (google's: B is random half the time), sop "
+              "(ALBERT's sentence order: B is the next text, swapped with A half the time) "
+              "or none (RoBERTa's FULL-SENTENCES: one span of whole sentences, read on "
+              "across a document's end; for run_pretraining --next_sentence=none)")
     boolean(p, "--gzip", default=False,
             help="gzip the shards (read with compression_type='GZIP')")
     flag("input_format", default="lines", choices=inputs.INPUT_FORMATS,

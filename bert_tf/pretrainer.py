@@ -1,9 +1,9 @@
-"""BertPretrainer: encoder + masked-LM head + next-sentence head.
+"""BertPretrainer: encoder + masked-LM head + next-sentence head (optional).
 
     inputs  {"token_ids", "segment_ids", "padding_mask"} int32 [batch, seq],
             "masked_lm_positions" int32 [batch, predictions]
     outputs {"mlm_logits": float32 [batch, predictions, vocab],
-             "nsp_logits": float32 [batch, 2]}
+             "nsp_logits": float32 [batch, 2]}   (not with next_sentence=False)
 
 run_pretraining's tf.distribute loop (pretraining/trainer.py) calls the model and
 computes the loss itself. Keras' `fit()` (any backend, see pretraining/fit.py) gets the
@@ -31,6 +31,8 @@ class BertPretrainer(keras.Model):
 
     Args:
         encoder: a BertEncoder (or its serialized config).
+        next_sentence: False for no next-sentence head (masked LM only, RoBERTa's
+            objective: run_pretraining --next_sentence=none); `nsp_head` is then None.
 
     Example:
         >>> import numpy as np
@@ -45,7 +47,7 @@ class BertPretrainer(keras.Model):
         (TensorShape([1, 1, 100]), TensorShape([1, 2]))
     """
 
-    def __init__(self, encoder, **kwargs):
+    def __init__(self, encoder, next_sentence=True, **kwargs):
         if isinstance(encoder, dict):  # from get_config
             encoder = keras.saving.deserialize_keras_object(encoder)
         config = encoder.bert_config
@@ -53,7 +55,7 @@ class BertPretrainer(keras.Model):
                                 config.initializer_range, config.layer_norm_eps,
                                 dtype=encoder.dtype_policy, name="mlm_head")
         nsp_head = NextSentenceHead(config.initializer_range, dtype=encoder.dtype_policy,
-                                    name="nsp_head")
+                                    name="nsp_head") if next_sentence else None
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
                   for name in INPUT_NAMES}
         inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32",
@@ -61,12 +63,23 @@ class BertPretrainer(keras.Model):
         encoded = encoder({name: inputs[name] for name in INPUT_NAMES})
         outputs = {
             "mlm_logits": mlm_head(encoded["sequence_output"], inputs["masked_lm_positions"]),
-            "nsp_logits": nsp_head(encoded["pooled_output"]),
         }
+        if nsp_head is not None:
+            outputs["nsp_logits"] = nsp_head(encoded["pooled_output"])
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.encoder = encoder
         self.mlm_head = mlm_head
         self.nsp_head = nsp_head
+
+    @property
+    def trained_variables(self):
+        """The trainable variables the pretraining loss reaches: all of them, but the
+        pooler's without a next-sentence head (it feeds nothing else, and a variable
+        without a gradient is left out of the update rather than decayed)."""
+        if self.nsp_head is not None:
+            return self.trainable_variables
+        pooler = {id(v) for v in self.encoder.pooler.trainable_variables}
+        return [v for v in self.trainable_variables if id(v) not in pooler]
 
     @classmethod
     def from_config_object(cls, config: BertConfig, dtype=None, **kwargs):
@@ -81,8 +94,11 @@ class BertPretrainer(keras.Model):
         return metrics_from_sums(local_sums(y_pred, y))["loss"]
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "encoder": keras.saving.serialize_keras_object(self.encoder)}
+        config = {"name": self.name, "trainable": self.trainable,
+                  "encoder": keras.saving.serialize_keras_object(self.encoder)}
+        if self.nsp_head is None:
+            config["next_sentence"] = False
+        return config
 
     @classmethod
     def from_config(cls, config):

@@ -46,6 +46,11 @@ def parse_args(argv=None):
          help="static: the shards' masks (google's); dynamic: new masks for every batch "
               "(RoBERTa's; needs --vocab_file), from google-format shards or those "
               "create_pretraining_data --masking=none writes")
+    flag("next_sentence", default="nsp", choices=("nsp", "sop", "none"),
+         help="the second task: nsp or sop (a two-way head on the shards' "
+              "next_sentence_labels, as create_pretraining_data wrote them) or none (masked "
+              "LM alone, no next-sentence head: shards of create_pretraining_data "
+              "--next_sentence=none)")
     flag("masked_lm_prob", type=float, default=0.15,
          help="--masking=dynamic: share of an example's tokens to predict")
     boolean(p, "--do_whole_word_mask", default=False,
@@ -145,7 +150,7 @@ def run(args):
         seed=args.seed, dtype=DTYPES[args.mixed_precision], optimizer=args.optimizer,
         learning_rate=args.learning_rate, num_train_steps=args.num_train_steps,
         num_warmup_steps=args.num_warmup_steps, vocab_file=args.vocab_file,
-        init_checkpoint=args.init_checkpoint)
+        init_checkpoint=args.init_checkpoint, next_sentence=args.next_sentence != "none")
     loop = PretrainingLoop(strategy, model, optimizer, args.output_dir, args.train_batch_size,
                            args.gradient_accumulation_steps, args.jit_compile,
                            args.keep_checkpoints)

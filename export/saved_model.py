@@ -71,7 +71,8 @@ def _build_module(task, checkpoint_dir, vocab_file, do_lower_case, max_seq_lengt
     policy = DTYPES[dtype]
     max_seq_length = max_seq_length or 128
     tokenizer = BertTokenizer(vocab_file, do_lower_case=do_lower_case)
-    model = load_pretrainer(checkpoint_dir, dtype=policy) if task == "pretraining" else \
+    model = load_pretrainer(checkpoint_dir, dtype=policy, next_sentence="auto") \
+        if task == "pretraining" else \
         load_encoder(checkpoint_dir, dtype=policy)
     config = (model.encoder if task == "pretraining" else model).bert_config
     check_vocab_fits(vocab_file, config.vocab_size)

@@ -574,6 +574,85 @@ def test_sop_shards_and_summary(small_corpus, vocab_file, tmp_path, capsys):
     assert summary["config"]["settings"]["next_sentence"] == "sop"
 
 
+def test_full_sentences_are_contiguous_whole_sentences_across_documents():
+    """--next_sentence=none (RoBERTa's FULL-SENTENCES): each instance is whole
+    consecutive sentences, read on across documents' ends with a [SEP] at each; the
+    chunks of a pass tile the block's tokens in order; chunks reach the target (with
+    their [SEP]s) unless the block ends; no label is set."""
+    rng = random.Random(3)
+    lengths = [rng.randint(3, 20) for _ in range(3000)]
+    starts = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+    doc_bounds, first = [], 0
+    while first < len(lengths):
+        end = min(len(lengths), first + rng.randint(1, 12))
+        doc_bounds.append((first, end))
+        first = end
+    inst = instances.create_instances(starts, doc_bounds, 2, 64, 0.0, random.Random(5),
+                                      next_sentence="none")
+    assert not inst["random_next"].any() and (inst["b_len"] == 0).all()
+    start, end = inst["a_start"], inst["a_start"] + inst["a_len"]
+    sentence_starts = set(starts)
+    assert all(s in sentence_starts for s in start) and all(e in sentence_starts for e in end)
+    # Two passes, each tiling all tokens in order.
+    per_pass = len(start) // 2
+    assert end[per_pass - 1] == starts[-1] == end[-1] and start[per_pass] == 0
+    np.testing.assert_array_equal(start[1:per_pass], end[:per_pass - 1])
+    doc_starts = instances.document_starts(starts, doc_bounds)
+    seps = instances.separators(start, inst["a_len"], doc_starts)
+    assert seps.max() >= 3                                     # several documents
+    assert seps[0] == sum(1 for d in doc_starts if start[0] < d < end[0])
+    # Every chunk but a pass's last reaches the 62 tokens with its [SEP]s (61 where it
+    # ends at a document's end: that [SEP] is the final one).
+    full = inst["a_len"] + seps >= 61
+    assert full.sum() >= len(full) - 2
+    # Truncation: 62 with the [SEP]s, cut from the front or back.
+    cut = instances.truncate_full_sentences(inst, 64, np.random.default_rng(0), doc_starts)
+    assert cut > 0
+    length = inst["a_len"] + instances.separators(inst["a_start"], inst["a_len"],
+                                                  doc_starts)
+    assert (length <= 62).all() and (length >= 60).mean() > 0.9
+    # Packed: [CLS], the tokens with a [SEP] before every document start inside, [SEP].
+    tokens = np.arange(starts[-1], dtype=np.int32) + 1000
+    ids, segments, mask, text, n = masking.pack_full_sentences(
+        tokens, inst["a_start"][:50], inst["a_len"][:50], doc_starts, 64, 101, 102)
+    for row, (s, ln) in enumerate(zip(inst["a_start"][:50], inst["a_len"][:50])):
+        want = [101]
+        for t in range(s, s + ln):
+            if t != s and t in set(doc_starts.tolist()):
+                want.append(102)
+            want.append(tokens[t])
+        want.append(102)
+        assert ids[row, :n[row]].tolist() == want and not ids[row, n[row]:].any()
+        assert (text[row] == ((ids[row] >= 1000))).all()
+    assert not segments.any() and (mask.sum(axis=1) == n).all()
+    # NSP on the same documents and seed: unchanged (google's draws).
+    nsp = instances.create_instances(starts, doc_bounds, 2, 64, 0.0, random.Random(5))
+    assert nsp["random_next"].any() and (nsp["b_len"] > 0).all()
+
+
+def test_full_sentences_shards(small_corpus, vocab_file, tmp_path):
+    """Shards of --next_sentence=none: [CLS] ... [SEP] with a [SEP] at each document
+    start inside, segment ids 0, labels 0, nearly every example full."""
+    out = str(tmp_path / "none.tfrecord")
+    summary = run_cli("--input_file", small_corpus, "--output_file", out, "--vocab_file",
+                      vocab_file, "--next_sentence", "none", "--dupe_factor", 1,
+                      "--num_workers", 1)
+    ex = read_records([out])
+    vocab = {t: i for i, t in enumerate(open(vocab_file, encoding="utf-8").read().split())}
+    ids, mask = ex["input_ids"], ex["input_mask"]
+    n = mask.sum(axis=1)
+    assert (ex["segment_ids"] == 0).all() and (ex["next_sentence_labels"] == 0).all()
+    assert (ids[:, 0] == vocab["[CLS]"]).all()
+    assert (ids[np.arange(len(ids)), n - 1] == vocab["[SEP]"]).all()
+    seps = (ids == vocab["[SEP]"]).sum(axis=1)
+    assert seps.min() == 1 and seps.max() >= 3
+    assert (n == SEQ).mean() > 0.8                    # packed full
+    positions = ex["masked_lm_positions"][ex["masked_lm_weights"] > 0]
+    assert (positions > 0).all()
+    assert summary["config"]["settings"]["next_sentence"] == "none"
+    assert summary["counts"]["random_next"] == 0
+
+
 # ----------------------------------------------------------------------------- the command
 
 def test_same_output_whatever_the_number_of_workers(small_corpus, vocab_file, tmp_path):

@@ -269,9 +269,10 @@ def _slots(model):
         dense("cls/predictions/transform/dense", mlm.transform, head=True)
         layer_norm("cls/predictions/transform/LayerNorm", mlm.layer_norm, head=True)
         slots.append(_Slot("cls/predictions/output_bias", mlm.output_bias, head=True))
-        slots.append(_Slot("cls/seq_relationship/output_weights", nsp.kernel,
-                           transpose=True, head=True))
-        slots.append(_Slot("cls/seq_relationship/output_bias", nsp.bias, head=True))
+        if nsp is not None:     # none without next_sentence=False (masked LM only)
+            slots.append(_Slot("cls/seq_relationship/output_weights", nsp.kernel,
+                               transpose=True, head=True))
+            slots.append(_Slot("cls/seq_relationship/output_bias", nsp.bias, head=True))
 
     # A variable added to the model later must not be silently skipped by converters.
     mapped = {id(s.variable) for s in slots}
@@ -280,6 +281,20 @@ def _slots(model):
         raise RuntimeError(f"checkpoint mapping does not cover model variables {unmapped}; "
                            "update bert_tf/checkpoint_formats/core.py:_slots")
     return slots
+
+
+# The next-sentence head's name under cls/ (google) or cls. (HF).
+NSP_HEAD_NAME = "seq_relationship"
+
+
+def has_next_sentence_head(checkpoint):
+    """Whether `checkpoint` (a Checkpoint) holds a next-sentence head, or, for a
+    checkpoint with a masked-LM head, holds none (a masked-LM-only pretrainer's);
+    an encoder-only checkpoint counts as having both heads missing (True)."""
+    names = checkpoint.tensors
+    if any(n.startswith(("cls/" + NSP_HEAD_NAME, "cls." + NSP_HEAD_NAME)) for n in names):
+        return True
+    return not any(n.startswith(("cls/predictions", "cls.predictions")) for n in names)
 
 
 _HF_HEAD_NAMES = {
@@ -373,6 +388,10 @@ def restore(model, checkpoint, allow_missing_heads=False, ignore=()):
             report.ignored.append(name)
         elif pretrainer is None and name.startswith(head_prefix):
             # Encoder from a pretraining checkpoint: the usual fine-tuning start.
+            report.unused_heads.append(name)
+        elif pretrainer is not None and pretrainer.nsp_head is None and \
+                name.startswith(head_prefix + NSP_HEAD_NAME):
+            # Masked-LM-only pretraining from a checkpoint with a next-sentence head.
             report.unused_heads.append(name)
         else:
             unexpected.append(name)

@@ -178,11 +178,13 @@ def read_hf_checkpoint(path, bert_config_file=None):
                       ignored)
 
 
-def hf_config_dict(config, with_heads):
+def hf_config_dict(config, with_heads, next_sentence=True):
     """HF config.json contents for `config`. HF's activation table has no "gelu_tanh": its
-    tanh GELU is called "gelu_new"."""
+    tanh GELU is called "gelu_new". A pretrainer without a next-sentence head is
+    `BertForMaskedLM`."""
     values = config.to_hf_dict()
-    values["architectures"] = ["BertForPreTraining" if with_heads else "BertModel"]
+    values["architectures"] = ["BertModel" if not with_heads else
+                               "BertForPreTraining" if next_sentence else "BertForMaskedLM"]
     if values["hidden_act"] == "gelu_tanh":
         values["hidden_act"] = "gelu_new"
     return values
@@ -208,7 +210,8 @@ def write_hf_checkpoint(model, directory, vocab_file=None):
             from None
     usual_mode(weights)
     with open(os.path.join(directory, HF_CONFIG_NAME), "w", encoding="utf-8") as f:
-        json.dump(hf_config_dict(encoder.bert_config, pretrainer is not None), f,
+        json.dump(hf_config_dict(encoder.bert_config, pretrainer is not None,
+                                 pretrainer is None or pretrainer.nsp_head is not None), f,
                   indent=2, sort_keys=True)
         f.write("\n")
     copy_vocab(vocab_file, directory)

@@ -103,6 +103,10 @@ def _read_ours(path, reader):
     keys = _list_keys(path, reader, ("mlm",))
     model = BertPretrainer.from_config_object(config) if keys else \
         BertEncoder.from_config_object(config)
+    if keys and len(keys) != len(model.weights):   # a pretrainer without next-sentence head
+        masked_lm_only = BertPretrainer.from_config_object(config, next_sentence=False)
+        if len(keys) == len(masked_lm_only.weights):
+            model = masked_lm_only
     keys = keys or _list_keys(path, reader, ())
     if keys is None or len(keys) != len(model.weights):
         raise ValueError(f"{path}: the SavedModel's variables do not match its "

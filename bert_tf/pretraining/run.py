@@ -165,11 +165,12 @@ def latest_checkpoint(output_dir):
 
 def build(strategy, config, output_dir, *, max_seq_length, seed, dtype, optimizer,
           learning_rate, num_train_steps, num_warmup_steps, vocab_file=None,
-          init_checkpoint=None):
+          init_checkpoint=None, next_sentence=True):
     """(model, optimizer) under the strategy's scope. `init_checkpoint` is loaded only
     when `output_dir` holds no checkpoint yet (a resumed run starts from its own);
     `vocab_file` must fit the config's vocab_size. `dtype`: a Keras dtype policy name
-    ("float32", "mixed_bfloat16", "mixed_float16": the last scales the loss)."""
+    ("float32", "mixed_bfloat16", "mixed_float16": the last scales the loss).
+    next_sentence=False: no next-sentence head (masked LM alone)."""
     import keras
 
     from bert_tf import checkpoints
@@ -184,15 +185,16 @@ def build(strategy, config, output_dir, *, max_seq_length, seed, dtype, optimize
                          f"max_position_embeddings {config.max_position_embeddings}")
     with strategy.scope():
         keras.utils.set_random_seed(seed)
-        model = BertPretrainer.from_config_object(config, dtype=dtype)
+        model = BertPretrainer.from_config_object(config, dtype=dtype,
+                                                  next_sentence=next_sentence)
         if init_checkpoint and not latest_checkpoint(output_dir):
             report = checkpoints.restore(model, init_checkpoint, allow_missing_heads=True)
             print(f"initialised from {init_checkpoint}: {report}", flush=True)
         opt = create_optimizer(optimizer, learning_rate, num_train_steps, num_warmup_steps,
-                               model.trainable_variables)
+                               model.trained_variables)
         if dtype == "mixed_float16":
             opt = keras.optimizers.LossScaleOptimizer(opt)
-        opt.build(model.trainable_variables)
+        opt.build(model.trained_variables)
     return model, opt
 
 

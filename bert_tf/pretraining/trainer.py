@@ -29,6 +29,7 @@ from bert_tf.training_plumbing import Interrupted, MetricLog, is_chief, stop_req
 
 METRIC_KEYS = ("loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss",
                "next_sentence_accuracy", "learning_rate", "grad_norm")
+NEXT_SENTENCE_KEYS = ("next_sentence_loss", "next_sentence_accuracy")
 
 
 class NonFiniteLossError(RuntimeError):
@@ -71,6 +72,9 @@ class PretrainingLoop:
                  gradient_accumulation_steps=1, jit_compile=False, keep_checkpoints=5):
         self.strategy = strategy
         self.model = model
+        # What the loss reaches (BertPretrainer.trained_variables: without a next-sentence
+        # head, not the pooler), and what the optimizer updates.
+        self.variables = getattr(model, "trained_variables", model.trainable_variables)
         self.optimizer = optimizer
         self.output_dir = output_dir
         self.train_batch_size = train_batch_size
@@ -95,20 +99,25 @@ class PretrainingLoop:
         self._train_steps = tf.function(self._train_steps_fn)
         self._eval_step = tf.function(self._eval_step_fn, autograph=False)
         self._weights_finite = tf.function(lambda: tf.reduce_all(
-            [tf.reduce_all(tf.math.is_finite(v)) for v in self.model.trainable_variables]),
+            [tf.reduce_all(tf.math.is_finite(v)) for v in self.variables]),
             autograph=False)
         self.keep_checkpoints = keep_checkpoints
+        # The metrics a step reports: no next_sentence_* without a next-sentence head.
+        self.metric_keys = METRIC_KEYS if getattr(model, "nsp_head", True) is not None \
+            else tuple(
+            k for k in METRIC_KEYS if k not in NEXT_SENTENCE_KEYS)
 
     # -- one replica ---------------------------------------------------------------------
 
     def _micro_batch_grads(self, batch, mlm_denominator, num_examples):
-        variables = self.model.trainable_variables
+        variables = self.variables
         with tf.GradientTape() as tape:
             outputs = self.model({k: batch[k] for k in MODEL_INPUTS}, training=True)
             sums = local_sums(outputs, batch)
             # This replica's share of the global loss: the replicas' shares add up to it.
-            loss = (sums["mlm_loss_sum"] / (mlm_denominator + 1e-5)
-                    + sums["nsp_loss_sum"] / num_examples)
+            loss = sums["mlm_loss_sum"] / (mlm_denominator + 1e-5)
+            if "nsp_loss_sum" in sums:
+                loss += sums["nsp_loss_sum"] / num_examples
             if self.loss_scaling:
                 loss = self.optimizer.scale_loss(loss)
         # Dense gradients (the embedding tables' come as IndexedSlices) so micro-batches
@@ -148,11 +157,11 @@ class PretrainingLoop:
         if replicas > 1:
             grads = [g / replicas for g in grads]
         lr = self.learning_rate()
-        self.optimizer.apply(grads, self.model.trainable_variables)
+        self.optimizer.apply(grads, self.variables)
         metrics = metrics_from_sums(sums)
         metrics["learning_rate"] = lr
         metrics["grad_norm"] = norm
-        return tf.stack([tf.cast(metrics[k], tf.float32) for k in METRIC_KEYS])
+        return tf.stack([tf.cast(metrics[k], tf.float32) for k in self.metric_keys])
 
     def learning_rate(self):
         opt = self.optimizer.inner_optimizer if self.loss_scaling else self.optimizer
@@ -170,7 +179,7 @@ class PretrainingLoop:
             # Every replica holds the same all-reduced metrics.
             history = history.write(i, self.strategy.experimental_local_results(
                 per_replica)[0])
-        return history.stack()  # [num_steps, len(METRIC_KEYS)]
+        return history.stack()  # [num_steps, len(self.metric_keys)]
 
     def _eval_step_fn(self, batch):
         def replica(batch):
@@ -308,7 +317,7 @@ class PretrainingLoop:
         elapsed = time.perf_counter() - t0
         for row in values:
             step += 1
-            m = {k: float(v) for k, v in zip(METRIC_KEYS, row)}
+            m = {k: float(v) for k, v in zip(self.metric_keys, row)}
             if not all(map(_finite, (m["loss"], m["grad_norm"]))):
                 raise NonFiniteLossError(
                     f"step {step}: non-finite loss ({m['loss']}) or gradient norm "

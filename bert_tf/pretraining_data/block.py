@@ -94,8 +94,12 @@ def process_block(settings, index, data, part_path):
     n = len(inst["a_start"])
     stats["document_passes"] = len(doc_bounds) * settings.dupe_factor
     stats["short_target_passes"] = inst.pop("short_target_passes")
-    stats["truncated_examples"] = instances_lib.truncate(inst, settings.max_seq_length,
-                                                         np_rng)
+    full_sentences = settings.next_sentence == "none"
+    doc_starts = instances_lib.document_starts(sentence_starts, doc_bounds) \
+        if full_sentences else None
+    stats["truncated_examples"] = instances_lib.truncate_full_sentences(
+        inst, settings.max_seq_length, np_rng, doc_starts) if full_sentences else \
+        instances_lib.truncate(inst, settings.max_seq_length, np_rng)
     stats["examples"] = n
     swapped = int(inst["swapped"].sum())
     stats["random_next"] = int(inst["random_next"].sum()) - swapped
@@ -106,13 +110,16 @@ def process_block(settings, index, data, part_path):
 
     # google shuffles all instances; here those of the block (the reader shuffles more).
     order = np_rng.permutation(n)
-    _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats)
+    _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats,
+                    doc_starts)
     return dict(stats)
 
 
-def _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats):
+def _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats,
+                    doc_starts=None):
     """The instances, in `order`, packed, masked and written as TFRecords to part_path,
-    BATCH at a time; counts into `stats`."""
+    BATCH at a time; counts into `stats`. doc_starts: full-sentences instances
+    (--next_sentence=none) with a [SEP] at each of these token offsets."""
     n = len(order)
     compressor = zlib.compressobj(6, zlib.DEFLATED, 31) if settings.gzip else None
     is_subword = res["is_subword"] if settings.do_whole_word_mask else None
@@ -125,9 +132,16 @@ def _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats
     with open(part_path, "wb") as f:
         for lo in range(0, n, BATCH):
             sel = order[lo:lo + BATCH]
-            ids, segment_ids, input_mask, candidate, n_tokens = masking.pack(
-                tokens, inst["a_start"][sel], inst["a_len"][sel], inst["b_start"][sel],
-                inst["b_len"][sel], settings.max_seq_length, res["cls_id"], res["sep_id"])
+            if doc_starts is not None:
+                ids, segment_ids, input_mask, candidate, n_tokens = \
+                    masking.pack_full_sentences(
+                        tokens, inst["a_start"][sel], inst["a_len"][sel], doc_starts,
+                        settings.max_seq_length, res["cls_id"], res["sep_id"])
+            else:
+                ids, segment_ids, input_mask, candidate, n_tokens = masking.pack(
+                    tokens, inst["a_start"][sel], inst["a_len"][sel], inst["b_start"][sel],
+                    inst["b_len"][sel], settings.max_seq_length, res["cls_id"],
+                    res["sep_id"])
             if settings.masking == "none":
                 # Unmasked: the schema's mask features are there, all weights 0 (every
                 # reader reads them; run_pretraining --masking=dynamic draws the masks).

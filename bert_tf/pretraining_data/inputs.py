@@ -59,7 +59,7 @@ class Settings:
     jsonl_field: str = "text"
     gzip: bool = False
     masking: str = "static"    # "none": no masked-LM predictions (weights 0)
-    next_sentence: str = "nsp"    # "sop": ALBERT's sentence order (instances.py)
+    next_sentence: str = "nsp"    # "sop": ALBERT's sentence order; "none" (instances.py)
 
 
 def chooses_masks(masked_lm_prob, do_whole_word_mask, max_ngram_size):

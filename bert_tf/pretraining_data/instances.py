@@ -50,12 +50,16 @@ def create_instances(sentence_starts, doc_bounds, dupe_factor, max_seq_length,
         sentence-order prediction: B is the actual next text, and with probability 1/2
         the two segments are swapped; a one-sentence chunk still gets a random B, as
         ALBERT's script does). The label (random_next) is 1 for a random or swapped B.
+        "none": no sentence pairs (`full_sentences`).
 
     Returns a dict of numpy arrays, one entry per instance: a_start, a_len, b_start, b_len
     (int64), random_next, short_target, same_document (bool: B was drawn at random but
     from A's own document, because the block has one document); and short_target_passes
     (int: document passes that drew a short target).
     """
+    if next_sentence == "none":
+        return full_sentences(sentence_starts, doc_bounds, dupe_factor, max_seq_length,
+                              short_seq_prob, rng)
     max_num_tokens = max_seq_length - 3
     starts = sentence_starts
     n_docs = len(doc_bounds)
@@ -121,6 +125,95 @@ def create_instances(sentence_starts, doc_bounds, dupe_factor, max_seq_length,
         "same_document": np.array(same_doc, bool), "swapped": np.array(swapped, bool),
         "short_target_passes": short_passes,
     }
+
+
+def full_sentences(sentence_starts, doc_bounds, dupe_factor, max_seq_length,
+                   short_seq_prob, rng):
+    """RoBERTa's FULL-SENTENCES inputs, for pretraining without a sentence-pair task:
+    contiguous whole sentences up to the target length, read on across documents' ends,
+    with a [SEP] wherever one document ends and the next begins:
+
+        [CLS] sentences [SEP]
+        [CLS] end of a document [SEP] a short document [SEP] start of the next [SEP]
+
+    An instance is one token range of the block (`a_start`, `a_len`; B empty), which
+    `document_starts` and masking.pack_full_sentences turn into that layout. The target
+    is max_seq_length - 2 tokens, each document end inside costing one more ([SEP]); with
+    probability short_seq_prob, drawn per chunk, a random length in [2, target] (google's
+    short sequences; 0 turns them off, as RoBERTa has none). The chunks of a pass tile the
+    block's text in order. Labels are 0 (nothing is random). Same return value as
+    create_instances (`short_target_passes` counts chunks here).
+    """
+    max_num_tokens = max_seq_length - 2
+    starts = sentence_starts
+    rnd = rng.random
+    doc_end = [end for _, end in doc_bounds]
+    last = len(doc_end) - 1
+    a_start, a_end, short = [], [], []
+    short_passes = 0
+    for _ in range(dupe_factor):
+        d, cs = 0, 0
+        while d <= last:
+            target = max_num_tokens
+            is_short = rnd() < short_seq_prob
+            if is_short:
+                target = 2 + int(rnd() * (max_num_tokens - 1))
+                short_passes += 1
+            # From cs, through as many documents as it takes: each document end costs a
+            # token ([SEP]); the chunk ends at the first sentence that reaches the target.
+            first, remaining = cs, target
+            while True:
+                rest = starts[doc_end[d]] - starts[cs]
+                if rest >= remaining or d == last:
+                    e = bisect_left(starts, starts[cs] + remaining, cs + 1, doc_end[d])
+                    break
+                remaining -= rest + 1
+                cs, d = doc_end[d], d + 1
+                if remaining <= 0:
+                    e = cs
+                    break
+            a_start.append(starts[first])
+            a_end.append(starts[e])
+            short.append(is_short)
+            cs = e
+            while d <= last and doc_end[d] <= cs:
+                d += 1
+    a_start = np.array(a_start, np.int64)
+    none = np.zeros(len(a_start), bool)
+    return {
+        "a_start": a_start, "a_len": np.array(a_end, np.int64) - a_start,
+        "b_start": np.array(a_end, np.int64), "b_len": np.zeros(len(a_start), np.int64),
+        "random_next": none, "short_target": np.array(short, bool),
+        "same_document": none.copy(), "swapped": none.copy(),
+        "short_target_passes": short_passes,
+    }
+
+
+def document_starts(sentence_starts, doc_bounds):
+    """Token offsets where the block's documents begin, the first left out: where a
+    full-sentences instance puts a [SEP] (int64, ascending)."""
+    return np.array([sentence_starts[first] for first, _ in doc_bounds[1:]], np.int64)
+
+
+def separators(start, length, doc_starts):
+    """Document starts strictly inside each range [start, start + length): the [SEP]s a
+    full-sentences instance adds (int64 [N])."""
+    return (np.searchsorted(doc_starts, start + length, "left")
+            - np.searchsorted(doc_starts, start, "right"))
+
+
+def truncate_full_sentences(instances, max_seq_length, rng, doc_starts):
+    """Cuts each full-sentences instance to max_seq_length - 2 tokens with its [SEP]s,
+    from the front or the back of its range (one fair coin per token removed, as google
+    cuts a segment); returns the number of instances cut."""
+    start, length = instances["a_start"], instances["a_len"]
+    cut = np.maximum(length + separators(start, length, doc_starts) - (max_seq_length - 2),
+                     0)
+    front = rng.binomial(cut, 0.5)
+    instances["a_start"] += front
+    instances["a_len"] -= cut
+    instances["b_start"] = instances["a_start"] + instances["a_len"]
+    return int(np.count_nonzero(cut))
 
 
 def truncation_counts(a_len, b_len, max_num_tokens):

@@ -56,6 +56,30 @@ def pack(tokens, a_start, a_len, b_start, b_len, max_seq_length, cls_id, sep_id)
     return ids, segment_ids, input_mask, text, n_tokens
 
 
+def pack_full_sentences(tokens, start, length, doc_starts, max_seq_length, cls_id, sep_id):
+    """Full-sentences instances (instances.full_sentences: token ranges, [SEP] at every
+    document start inside) -> the same arrays as `pack`, segment ids all 0:
+    [CLS] tokens, with [SEP] before each document start inside the range, [SEP]."""
+    n = len(start)
+    start = start.astype(np.int64)
+    length = length.astype(np.int64)
+    before = np.searchsorted(doc_starts, start, "right")       # document starts <= start
+    n_tokens = length + 2 + (np.searchsorted(doc_starts, start + length, "left") - before)
+    p = np.arange(max_seq_length)[None, :]
+    input_mask = p < n_tokens[:, None]
+    ids = np.where(input_mask, sep_id, 0).astype(np.int32)       # [SEP] where no token goes
+    ids[:, 0] = cls_id
+    # Every token of every range, and its position: 1 + its offset + the [SEP]s before it.
+    rows = np.repeat(np.arange(n), length)
+    first = np.repeat(np.cumsum(length) - length, length)
+    t = np.repeat(start, length) + (np.arange(len(rows)) - first)
+    position = 1 + (t - start[rows]) + (np.searchsorted(doc_starts, t, "right") - before[rows])
+    ids[rows, position] = tokens[t]
+    text = np.zeros(ids.shape, bool)
+    text[rows, position] = True
+    return ids, np.zeros(ids.shape, np.int8), input_mask, text, n_tokens
+
+
 def num_to_predict(n_tokens, masked_lm_prob, max_predictions_per_seq):
     """google's count: min(max_predictions, max(1, round(n * prob))), Python's round
     (half to even, which np.rint also does)."""
