@@ -981,16 +981,21 @@ def test_c_api_client_loads_and_answers_like_python(all_exports, classifier_runs
     tf-text's op libraries (TF Serving's loader and op set, no Python): real texts, the
     hostile rows and a batch of 0 through serving_default, each answer equal to the
     Python-loaded model's; then the export's own warm-up file, replayed by the same
-    process as a server does at load (its Python replay: test_exports_carry_...)."""
+    process as a server does at load (its Python replay: test_exports_carry_...). An
+    export with its weights frozen into constants (--freeze_weights) loads and answers
+    the same way."""
     from export.warmup import WARMUP_FILE, prediction_log
     exports = dict(all_exports)
     exports["stsb"] = export(build_module("classification", classifier_runs["single"][0],
                                           None, True), str(tmp_path / "stsb"))
-    assert len(exports) == 7
+    exports["mrpc-frozen"] = export(build_module(
+        "classification", classifier_runs["pair"][0], None, True, freeze_weights=True),
+        str(tmp_path / "mrpc_frozen"))
+    assert len(exports) == 8
     for name, path in sorted(exports.items()):
         loaded = loaded_export(path).signatures
         requests = str(tmp_path / f"{name}.requests")
-        batches = c_requests(name)
+        batches = c_requests(name.split("-")[0])
         with tf.io.TFRecordWriter(requests) as writer:
             for inputs in batches:
                 writer.write(prediction_log(name, "serving_default", inputs))
