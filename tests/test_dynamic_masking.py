@@ -144,21 +144,11 @@ def test_masks_of_a_google_shard_are_undone_first():
 
 
 @pytest.fixture(scope="module")
-def unmasked_shards(tmp_path_factory, minilm_dir):
+def unmasked_shards(tmp_path_factory, minilm_dir, docstring_documents):
     """Shards of real English text (standard-library docstrings) without masks, and
     MiniLM's vocab."""
-    import inspect
-    import json
-    import textwrap
     root = tmp_path_factory.mktemp("unmasked")
-    corpus = root / "corpus.txt"
-    docs = [inspect.getdoc(obj) for module in (json, textwrap, inspect, os)
-            for obj in vars(module).values() if callable(obj) and inspect.getdoc(obj)]
-    with open(corpus, "w", encoding="utf-8") as f:
-        for doc in docs:
-            lines = [line.strip() for line in doc.splitlines() if line.strip()]
-            if len(lines) >= 2:
-                f.write("\n".join(lines) + "\n\n")
+    corpus = docstring_documents
     vocab = os.path.join(minilm_dir, "vocab.txt")
     out = str(root / "train.tfrecord")
     create_pretraining_data.main([

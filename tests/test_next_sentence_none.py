@@ -4,10 +4,8 @@ its next-sentence head, its loss and metrics, its checkpoints in every writer, a
 end to end."""
 
 import hashlib
-import inspect
 import json
 import os
-import textwrap
 
 import numpy as np
 import pytest
@@ -102,18 +100,11 @@ def test_a_checkpoint_with_the_head_initialises_one_without(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def full_sentence_shards(tmp_path_factory, minilm_dir):
+def full_sentence_shards(tmp_path_factory, minilm_dir, docstring_documents):
     """create_pretraining_data --next_sentence=none on real English text (standard-library
     docstrings, one document each), and MiniLM's vocab."""
     root = tmp_path_factory.mktemp("none")
-    corpus = root / "corpus.txt"
-    docs = [inspect.getdoc(obj) for module in (json, textwrap, inspect, os)
-            for obj in vars(module).values() if callable(obj) and inspect.getdoc(obj)]
-    with open(corpus, "w", encoding="utf-8") as f:
-        for doc in docs:
-            lines = [line.strip() for line in doc.splitlines() if line.strip()]
-            if len(lines) >= 2:
-                f.write("\n".join(lines) + "\n\n")
+    corpus = docstring_documents
     vocab = os.path.join(minilm_dir, "vocab.txt")
     out = str(root / "train.tfrecord")
     create_pretraining_data.main([

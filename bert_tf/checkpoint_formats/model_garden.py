@@ -362,22 +362,19 @@ def write_model_garden_checkpoint(model, directory, vocab_file=None):
                          layer_norm=norm("cls/predictions/transform/LayerNorm"),
                          embedding_table=word,
                          **{"output_bias/bias": var("cls/predictions/output_bias")})
-        if "cls/seq_relationship/output_weights" in values:
+        items["masked_lm"] = masked_lm
+        heads = []
+        if "cls/seq_relationship/output_weights" in values:  # none: masked LM only
             out_proj = node(
                 kernel=tf.Variable(values["cls/seq_relationship/output_weights"].T),
                 bias=var("cls/seq_relationship/output_bias"))
             # The head's dense is BERT's pooler too, but a variable of its own in Model
             # Garden (the word table, by contrast, is one variable there).
             head_dense = dense("bert/pooler/dense")
-            items.update({"masked_lm": masked_lm,
-                          "next_sentence.pooler_dense": head_dense},
-                         model=node(encoder_network=items["encoder"], masked_lm=masked_lm,
-                                    classification_heads=[node(dense=head_dense,
-                                                               out_proj=out_proj)]))
-        else:   # a masked-LM-only pretrainer: Model Garden's BertPretrainerV2 without heads
-            items.update({"masked_lm": masked_lm},
-                         model=node(encoder_network=items["encoder"], masked_lm=masked_lm,
-                                    classification_heads=[]))
+            items["next_sentence.pooler_dense"] = head_dense
+            heads.append(node(dense=head_dense, out_proj=out_proj))
+        items["model"] = node(encoder_network=items["encoder"], masked_lm=masked_lm,
+                              classification_heads=heads)
     if config.hidden_act == "gelu":
         logger.warning("%s: Model Garden computes 'gelu' as the tanh approximation; this "
                        "model uses the exact form, so its numbers there differ slightly",

@@ -103,9 +103,9 @@ class PretrainingLoop:
             autograph=False)
         self.keep_checkpoints = keep_checkpoints
         # The metrics a step reports: no next_sentence_* without a next-sentence head.
-        self.metric_keys = METRIC_KEYS if getattr(model, "nsp_head", True) is not None \
-            else tuple(
-            k for k in METRIC_KEYS if k not in NEXT_SENTENCE_KEYS)
+        has_head = getattr(model, "nsp_head", True) is not None
+        self.metric_keys = tuple(k for k in METRIC_KEYS
+                                 if has_head or k not in NEXT_SENTENCE_KEYS)
 
     # -- one replica ---------------------------------------------------------------------
 
