@@ -105,6 +105,26 @@ def test_a_follow_up_call_fills_in_what_the_first_skipped(tmp_path):
     assert kit.merge(paths[:1])["table"][0]["ratio"] is None
 
 
+def test_a_row_measured_in_both_calls_keeps_the_faster_figure(tmp_path):
+    def hf(step_s):
+        return {"group": "finetune", "side": "hf", "model": "base", "seq": 128, "batch": 32,
+                "step_s": step_s, "flops": 2.16e12}
+    ours = {"group": "finetune", "side": "bert_tf", "model": "base", "seq": 128, "batch": 32,
+            "step_s": 0.01, "flops": 2.16e12}
+    paths = []
+    for name, rows in {"first": [ours, hf(0.02)], "second": [hf(0.03)],
+                       "third": [hf(0.025)]}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in rows))
+        (tmp_path / name / "results.json").write_text(
+            json.dumps(kit.summarise(rows, None, "gpu", 500)))
+        paths.append(str(tmp_path / name / "results.json"))
+    for order in (paths, paths[::-1]):
+        (row,) = kit.merge(order)["table"]
+        assert row["ratio"] == pytest.approx(2.0)
+
+
 def test_only_names_side_group_pairs(tmp_path):
     import subprocess
     result = subprocess.run([sys.executable, kit.__file__, "--only", "hf:probe,bert_tf:bogus",
