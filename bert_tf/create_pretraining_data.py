@@ -31,6 +31,7 @@ from bert_tf.pretraining_data import inputs
 from bert_tf.pretraining_data.errors import Stopped
 from bert_tf.pretraining_data.pipeline import run
 from bert_tf.pretraining_data.pool import WorkerError
+from bert_tf.pretraining_data.segmenters import SEGMENTERS
 from bert_tf.pretraining_data.shards import shard_paths
 from bert_tf.pretraining_data.summary import print_summary
 
@@ -86,6 +87,10 @@ def parse_args(argv=None):
               "(ALBERT's sentence order: B is the next text, swapped with A half the time) "
               "or none (RoBERTa's FULL-SENTENCES: one span of whole sentences, read on "
               "across a document's end; for run_pretraining --next_sentence=none)")
+    flag("chinese_word_segmenter", default=None, choices=sorted(SEGMENTERS),
+         help="Chinese whole-word masking (Chinese-BERT-wwm): cut Chinese text into words "
+              "with this segmenter (pip install 'bert-tf[chinese]') and mask the "
+              "characters of a word together; implies --do_whole_word_mask")
     boolean(p, "--gzip", default=False,
             help="gzip the shards (read with compression_type='GZIP')")
     flag("input_format", default="lines", choices=inputs.INPUT_FORMATS,

@@ -14,7 +14,8 @@ FLAGS = {
     "bert_tf.corpus": """
         max_bytes output_file source_dir""",
     "bert_tf.create_pretraining_data": """
-        block_size_kb do_lower_case do_whole_word_mask dupe_factor gzip input_file
+        block_size_kb chinese_word_segmenter do_lower_case do_whole_word_mask
+        dupe_factor gzip input_file
         input_format jsonl_field masked_lm_prob masking max_ngram_size
         max_predictions_per_seq max_seq_length next_sentence num_shards num_workers
         output_file quiet random_seed short_seq_prob vocab_file""",

@@ -257,3 +257,49 @@ def test_fit_loop_draws_masks_by_the_same_rules_with_numpy(unmasked_shards):
     for (a, la), (b, lb) in zip(batches, again):
         np.testing.assert_array_equal(a["token_ids"], b["token_ids"])
         np.testing.assert_array_equal(la["masked_lm_ids"], lb["masked_lm_ids"])
+
+
+def full_sentences_batch(seed, rows=64, length=L):
+    """(ids, candidate, n_tokens) of full-sentences rows (create_pretraining_data
+    --next_sentence=none): [CLS], short documents with a [SEP] after each, padding."""
+    rng = np.random.default_rng(seed)
+    ids = np.zeros((rows, length), np.int32)
+    n_tokens = np.zeros(rows, np.int64)
+    for r in range(rows):
+        row = [CLS]
+        while len(row) < length - 8:
+            row += rng.integers(104, len(TOKENS), rng.integers(2, 7)).tolist() + [SEP]
+        ids[r, :len(row)] = row
+        n_tokens[r] = len(row)
+    candidate = (np.arange(length)[None, :] < n_tokens[:, None]) & (ids != CLS) & (ids != SEP)
+    return ids, candidate, n_tokens
+
+
+def assert_groups_inside_documents(ids, chosen, group):
+    spans = 0
+    for r in range(len(ids)):
+        for g in np.unique(group[r][chosen[r]]):
+            p = np.flatnonzero(chosen[r] & (group[r] == g))
+            assert not (ids[r, p.min():p.max() + 1] == SEP).any(), (r, p)
+            spans += len(p) > 1
+    assert spans > 100
+
+
+@pytest.mark.parametrize("whole_word", [False, True], ids=["pieces", "whole_words"])
+def test_ngram_spans_never_cross_a_document_end_of_full_sentences(whole_word):
+    """Both maskers (offline NumPy and in-graph TF) end a span at every [SEP], not only
+    at the first: a full-sentences example holds one [SEP] per document end."""
+    from bert_tf.pretraining import dynamic_masking
+    from bert_tf.pretraining_data import masking
+    ids, candidate, n_tokens = full_sentences_batch(5)
+    k = np.full(len(ids), 16)
+    is_subword = np.array([t.startswith("##") for t in TOKENS])
+    continues = is_subword[ids] if whole_word else None
+    chosen, group = masking._choose_units(ids, candidate, k, np.random.default_rng(0),
+                                          continues, 3)
+    assert_groups_inside_documents(ids, chosen, group)
+    spec = MaskingSpec.from_vocab(TOKENS, 16, whole_word=whole_word, max_ngram_size=3)
+    chosen, group = dynamic_masking._choose_units(
+        tf.constant(ids), tf.constant(candidate), tf.constant(k, tf.int32), spec,
+        tf.constant([1, 2]), tf.constant([3, 4]))
+    assert_groups_inside_documents(ids, chosen.numpy(), group.numpy())

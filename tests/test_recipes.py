@@ -1,8 +1,9 @@
 """The pretraining recipes of docs/pretraining_data.md ("Recipes"), run as written there
 with fewer steps: BERT in two phases (128 then 512 tokens, phase 2 from phase 1's
-checkpoint) and RoBERTa-style (dynamic masks, no next-sentence task). The quickstart
-commands themselves are README's first command, which CI runs; here their outputs (text,
-vocabulary, config, phase 1's checkpoint) are stood in for by small ones."""
+checkpoint), RoBERTa-style (dynamic masks, no next-sentence task) and Chinese-BERT-wwm
+(jieba's words masked whole). The quickstart commands themselves are README's first
+command, which CI runs; here their outputs (text, vocabulary, config, phase 1's
+checkpoint) are stood in for by small ones."""
 
 import importlib
 import json
@@ -59,7 +60,7 @@ def test_the_recipes_run_as_documented(tmp_path, minilm_dir, stdlib_corpus, caps
     commands = recipe_commands()
     modules = [m for m, _ in commands]
     assert modules.count("bert_tf.quickstart") == 1
-    assert modules.count("bert_tf.run_pretraining") == 2
+    assert modules.count("bert_tf.run_pretraining") == 3
     for name in ("phase1", "quickstart"):
         stand_in(str(tmp_path), name, minilm_dir, stdlib_corpus)
     monkeypatch.chdir(tmp_path)
@@ -84,6 +85,11 @@ def test_the_recipes_run_as_documented(tmp_path, minilm_dir, stdlib_corpus, caps
         steps = [json.loads(line) for line in f]
     assert len(steps) == 3 and "next_sentence_loss" not in steps[0]
     assert np.isfinite(steps[-1]["loss"])
+    # Chinese-BERT-wwm: shards written through the segmenter, pretrained on.
+    with open("runs/wwm/train.tfrecord.summary.json", encoding="utf-8") as f:
+        assert json.load(f)["config"]["segmenter"].startswith("jieba ")
+    with open("runs/wwm/model/train_log.jsonl", encoding="utf-8") as f:
+        assert [json.loads(line)["step"] for line in f] == [1, 2, 3]
 
 
 @pytest.mark.parametrize("flag", sorted(FEWER))

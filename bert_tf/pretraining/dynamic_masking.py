@@ -126,11 +126,17 @@ def _choose_units(ids, candidate, k, spec, order_seed, span_seed):
         tf.reshape(tf.cast(candidate, tf.int32), [-1]), flat, b * (length + 1)),
         [b, length + 1])[:, :length]
     cum_len = tf.pad(tf.cumsum(unit_len, axis=1), [[0, 0], [1, 0]])     # [B, L + 1]
-    past_first_sep = tf.cumsum(tf.cast(~candidate, tf.int32), axis=1) >= 2
+    # A span ends with its segment (A, B, or a document of a full-sentences example):
+    # segment number = [CLS]/[SEP]s before it, above all past the last unit; a unit's
+    # span ends by the number of units whose segment number is at most its own.
+    segment = tf.cumsum(tf.cast(~candidate, tf.int32), axis=1)
     unit_segment = tf.reshape(tf.math.unsorted_segment_max(
-        tf.reshape(tf.cast(past_first_sep & candidate, tf.int32), [-1]), flat,
-        b * (length + 1)), [b, length + 1])[:, :length]                 # 0: A, 1: B
-    n_a = tf.reduce_sum(tf.cast(starts & ~past_first_sep, tf.int32), axis=1)
+        tf.reshape(tf.where(candidate, segment, 0), [-1]), flat,
+        b * (length + 1)), [b, length + 1])[:, :length]
+    unit_segment = tf.where(tf.range(length)[None, :] < n_units[:, None], unit_segment,
+                            length + 1)
+    segment_end = tf.searchsorted(unit_segment, unit_segment, side="right",
+                                  out_type=tf.int32)
     keys = tf.random.stateless_uniform([b, length], order_seed)
     keys = tf.where(tf.range(length)[None, :] < n_units[:, None], keys, 2.0)
     order = tf.argsort(keys, axis=1, stable=True)                       # [B, L]
@@ -150,9 +156,7 @@ def _choose_units(ids, candidate, k, spec, order_seed, span_seed):
         active = (r < n_units) & (count < k)
         u = order[:, r]
         if n_max > 1:
-            seg_end = tf.where(at(unit_segment, tf.minimum(u, length - 1)) == 0, n_a,
-                               n_units)
-            span = tf.minimum(span_n[:, r], seg_end - u)
+            span = tf.minimum(span_n[:, r], at(segment_end, tf.minimum(u, length - 1)) - u)
         else:
             span = tf.ones_like(u)
         end = tf.minimum(u + span, length)

@@ -94,10 +94,10 @@ def remask_numpy(inputs, labels, spec, seed, index):
     mask = inputs["padding_mask"].astype(bool)
     candidate = mask & (ids != spec.cls_id) & (ids != spec.sep_id)
     rng = np.random.default_rng([seed, index])
-    is_subword = None if spec.is_subword is None else np.asarray(spec.is_subword)
+    continues = None if spec.is_subword is None else np.asarray(spec.is_subword)[ids]
     chosen, group = masking.choose_positions(
         ids, candidate, mask.sum(axis=1), rng, spec.masked_lm_prob,
-        spec.max_predictions_per_seq, is_subword, spec.max_ngram_size)
+        spec.max_predictions_per_seq, continues, spec.max_ngram_size)
     positions, label_ids, weights, _ = masking.apply_masks(
         ids, chosen, group, rng, spec.mask_id, spec.vocab_size,
         spec.max_predictions_per_seq)

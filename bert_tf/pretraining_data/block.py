@@ -13,7 +13,7 @@ import zlib
 import numpy as np
 
 from bert_tf.pretraining_data import instances as instances_lib
-from bert_tf.pretraining_data import masking, records
+from bert_tf.pretraining_data import masking, records, segmenters
 from bert_tf.pretraining_data.inputs import decode, load_vocab, parse_documents, read_block
 from bert_tf.pretraining_data.tokenizer import CachedTokenizer
 from bert_tf.text_rules import CLS_TOKEN, CONTINUATION_PREFIX, MASK_TOKEN, SEP_TOKEN
@@ -33,7 +33,7 @@ _worker_state = {}
 
 def _resources(settings):
     """Tokenizer and lookup arrays, built once per process (and per vocabulary)."""
-    key = (settings.vocab_file, settings.do_lower_case)
+    key = (settings.vocab_file, settings.do_lower_case, settings.chinese_word_segmenter)
     if _worker_state.get("key") != key:
         vocab = load_vocab(settings.vocab_file)
         _worker_state.clear()
@@ -42,7 +42,9 @@ def _resources(settings):
             tokenizer=CachedTokenizer(vocab, settings.do_lower_case),
             is_subword=np.array([t.startswith(CONTINUATION_PREFIX) for t in vocab], bool),
             cls_id=vocab.index(CLS_TOKEN), sep_id=vocab.index(SEP_TOKEN),
-            mask_id=vocab.index(MASK_TOKEN))
+            mask_id=vocab.index(MASK_TOKEN),
+            segment=segmenters.load(settings.chinese_word_segmenter)
+            if settings.chinese_word_segmenter else None)
     return _worker_state
 
 
@@ -56,13 +58,21 @@ def block_rngs(random_seed, index):
 
 def _documents(res, settings, data, stats):
     """The block's text -> (token ids of its sentences end to end, each sentence's first
-    token, each document's (first, end) sentence), sentences and documents without
+    token, each document's (first, end) sentence, and for whole-word masking each token's
+    mark "continues the word before it", else None), sentences and documents without
     tokens dropped; counts into `stats`."""
     text, stats["invalid_utf8_bytes"] = decode(data)
     sentences, doc_sizes, parse_counts = parse_documents(text, settings.input_format,
                                                          settings.jsonl_field)
     stats.update(parse_counts)
-    tokens, counts = res["tokenizer"].tokenize_lines(sentences)
+    continues = None
+    if res["segment"] is not None:
+        tokens, counts, continues = segmenters.tokenize_lines(
+            res["tokenizer"], sentences, res["segment"], res["is_subword"])
+    else:
+        tokens, counts = res["tokenizer"].tokenize_lines(sentences)
+        if settings.do_whole_word_mask:
+            continues = res["is_subword"][tokens]
     stats["sentences"] = int(np.count_nonzero(counts))
     stats["sentences_without_tokens"] = len(counts) - stats["sentences"]
     stats["input_tokens"] = len(tokens)
@@ -78,7 +88,7 @@ def _documents(res, settings, data, stats):
     first = np.concatenate([[0], np.cumsum(sizes)])
     doc_bounds = list(zip(first[:-1].tolist(), first[1:].tolist()))
     sentence_starts = np.concatenate([[0], np.cumsum(counts[kept])]).tolist()
-    return tokens, sentence_starts, doc_bounds
+    return tokens, sentence_starts, doc_bounds, continues
 
 
 def process_block(settings, index, data, part_path):
@@ -86,7 +96,7 @@ def process_block(settings, index, data, part_path):
     of counts (all additive, see docs/pretraining_data.md)."""
     res = _resources(settings)
     stats = collections.Counter()
-    tokens, sentence_starts, doc_bounds = _documents(res, settings, data, stats)
+    tokens, sentence_starts, doc_bounds, continues = _documents(res, settings, data, stats)
     py_rng, np_rng = block_rngs(settings.random_seed, index)
     inst = instances_lib.create_instances(
         sentence_starts, doc_bounds, settings.dupe_factor, settings.max_seq_length,
@@ -111,18 +121,27 @@ def process_block(settings, index, data, part_path):
     # google shuffles all instances; here those of the block (the reader shuffles more).
     order = np_rng.permutation(n)
     _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats,
-                    doc_starts)
+                    doc_starts, continues)
     return dict(stats)
 
 
 def _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats,
-                    doc_starts=None):
+                    doc_starts=None, continues=None):
     """The instances, in `order`, packed, masked and written as TFRecords to part_path,
     BATCH at a time; counts into `stats`. doc_starts: full-sentences instances
-    (--next_sentence=none) with a [SEP] at each of these token offsets."""
+    (--next_sentence=none) with a [SEP] at each of these token offsets. continues:
+    whole-word masking, each token's mark (continues the word before it)."""
     n = len(order)
     compressor = zlib.compressobj(6, zlib.DEFLATED, 31) if settings.gzip else None
-    is_subword = res["is_subword"] if settings.do_whole_word_mask else None
+
+    def pack(values, cls_id, sep_id, sel):
+        if doc_starts is not None:
+            return masking.pack_full_sentences(
+                values, inst["a_start"][sel], inst["a_len"][sel], doc_starts,
+                settings.max_seq_length, cls_id, sep_id)
+        return masking.pack(values, inst["a_start"][sel], inst["a_len"][sel],
+                            inst["b_start"][sel], inst["b_len"][sel],
+                            settings.max_seq_length, cls_id, sep_id)
     pending, pending_rows = [], 0
 
     def flush(f):
@@ -132,25 +151,20 @@ def _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats
     with open(part_path, "wb") as f:
         for lo in range(0, n, BATCH):
             sel = order[lo:lo + BATCH]
-            if doc_starts is not None:
-                ids, segment_ids, input_mask, candidate, n_tokens = \
-                    masking.pack_full_sentences(
-                        tokens, inst["a_start"][sel], inst["a_len"][sel], doc_starts,
-                        settings.max_seq_length, res["cls_id"], res["sep_id"])
-            else:
-                ids, segment_ids, input_mask, candidate, n_tokens = masking.pack(
-                    tokens, inst["a_start"][sel], inst["a_len"][sel], inst["b_start"][sel],
-                    inst["b_len"][sel], settings.max_seq_length, res["cls_id"],
-                    res["sep_id"])
+            ids, segment_ids, input_mask, candidate, n_tokens = pack(
+                tokens, res["cls_id"], res["sep_id"], sel)
             if settings.masking == "none":
                 # Unmasked: the schema's mask features are there, all weights 0 (every
                 # reader reads them; run_pretraining --masking=dynamic draws the masks).
                 positions, labels, weights, decisions = masking.no_masks(
                     len(sel), settings.max_predictions_per_seq)
             else:
+                # The marks packed as the ids are (False at [CLS], [SEP] and padding).
+                marks = None if continues is None else \
+                    pack(continues.view(np.int8), 0, 0, sel)[0].astype(bool)
                 chosen, group = masking.choose_positions(
                     ids, candidate, n_tokens, np_rng, settings.masked_lm_prob,
-                    settings.max_predictions_per_seq, is_subword, settings.max_ngram_size)
+                    settings.max_predictions_per_seq, marks, settings.max_ngram_size)
                 positions, labels, weights, decisions = masking.apply_masks(
                     ids, chosen, group, np_rng, res["mask_id"], res["vocab_size"],
                     settings.max_predictions_per_seq)

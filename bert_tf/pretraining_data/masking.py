@@ -15,7 +15,8 @@ word never continues across [SEP] (google would glue a '##' piece that starts B 
 word of A).
 
 N-gram masking (max_ngram_size > 1) takes spans of n consecutive units (words with whole-word
-masking, pieces otherwise) inside one segment, n drawn with probability proportional to 1/n
+masking, pieces otherwise) inside one segment (A or B; one document of a full-sentences
+example), n drawn with probability proportional to 1/n
 (as ALBERT and tensorflow/models do), also skipping spans that overshoot or overlap; the
 80/10/10 choice is drawn once per span.
 """
@@ -88,8 +89,10 @@ def num_to_predict(n_tokens, masked_lm_prob, max_predictions_per_seq):
 
 
 def choose_positions(ids, candidate, n_tokens, rng, masked_lm_prob, max_predictions_per_seq,
-                     is_subword=None, max_ngram_size=1):
-    """Chooses the positions to predict.
+                     continues=None, max_ngram_size=1):
+    """Chooses the positions to predict. continues: whole-word masking, [N, L] bool, True
+    where a token continues the word before it (a '##' piece: `is_subword[ids]`; or a
+    later character of a segmented Chinese word, segmenters.py).
 
     Returns (chosen [N, L] bool, group): positions chosen, and None for plain masking
     (each position draws its own 80/10/10) or [N, L] int64 the number of each chosen
@@ -99,7 +102,7 @@ def choose_positions(ids, candidate, n_tokens, rng, masked_lm_prob, max_predicti
     k = np.minimum(num_to_predict(n_tokens, masked_lm_prob, max_predictions_per_seq),
                    candidate.sum(axis=1))
     positions = np.arange(length)
-    if is_subword is None and max_ngram_size == 1:
+    if continues is None and max_ngram_size == 1:
         # Plain masking: a uniformly random k-subset of the candidates = the candidates with
         # the k smallest of independent uniform keys. A key is random bits with the
         # position in its low bits (so no two keys tie, and the position comes back from
@@ -118,10 +121,10 @@ def choose_positions(ids, candidate, n_tokens, rng, masked_lm_prob, max_predicti
         rows = np.broadcast_to(np.arange(n)[:, None], smallest.shape)
         chosen[rows[take], (smallest[take] & np.uint64((1 << bits) - 1)).astype(np.intp)] = True
         return chosen, None
-    return _choose_units(ids, candidate, k, rng, is_subword, max_ngram_size)
+    return _choose_units(ids, candidate, k, rng, continues, max_ngram_size)
 
 
-def _choose_units(ids, candidate, k, rng, is_subword, max_ngram_size):
+def _choose_units(ids, candidate, k, rng, continues, max_ngram_size):
     """Whole-word and n-gram masking: units (words, or pieces) in random order; each
     start takes a span of n units (n = 1 without n-grams) if it fits in what is left of
     num_to_predict and overlaps nothing taken. One vectorized step per rank, over all rows.
@@ -129,10 +132,11 @@ def _choose_units(ids, candidate, k, rng, is_subword, max_ngram_size):
     n, length = ids.shape
     prev_candidate = np.zeros_like(candidate)
     prev_candidate[:, 1:] = candidate[:, :-1]
-    if is_subword is not None:
-        # A word starts at a candidate that is not a '##' piece, or that follows [CLS]/[SEP]
-        # (a '##' piece left at the front of a segment by truncation is a word of its own).
-        starts = candidate & ~(is_subword[ids] & prev_candidate)
+    if continues is not None:
+        # A word starts at a candidate that does not continue a word, or that follows
+        # [CLS]/[SEP] (a '##' piece, or the rest of a Chinese word, left at the front of a
+        # segment by truncation is a word of its own).
+        starts = candidate & ~(continues & prev_candidate)
     else:
         starts = candidate
     unit_of = np.cumsum(starts, axis=1) - 1                          # [N, L]
@@ -145,11 +149,16 @@ def _choose_units(ids, candidate, k, rng, is_subword, max_ngram_size):
     np.add.at(unit_len, (r_idx, unit_of[r_idx, p_idx]), 1)
     unit_len = unit_len[:, :u_max]
     cum_len = np.concatenate([np.zeros((n, 1), np.int64), np.cumsum(unit_len, axis=1)], axis=1)
-    unit_segment = np.zeros((n, u_max), np.int8)
-    seg = (np.cumsum(~candidate, axis=1) >= 2)                       # past the first [SEP]
-    unit_segment[r_idx, unit_of[r_idx, p_idx]] = seg[r_idx, p_idx]
-    # Units in A: spans that start in A end by this unit number.
-    n_a = (starts & ~seg).sum(axis=1)
+    # A span ends with its segment (A, B, or a document of a full-sentences example):
+    # segment number = [CLS]/[SEP]s before it; the units past a row's last get a number
+    # above all. Units of a segment are consecutive, so a unit's span ends by the number
+    # of units whose segment number is at most its own (one sorted search over all rows).
+    segment = np.cumsum(~candidate, axis=1)
+    unit_segment = np.full((n, u_max), length + 1, np.int64)
+    unit_segment[r_idx, unit_of[r_idx, p_idx]] = segment[r_idx, p_idx]
+    flat = (rows[:, None] * (length + 2) + unit_segment).ravel()
+    segment_end = (np.searchsorted(flat, flat, "right").reshape(n, u_max)
+                   - rows[:, None] * u_max)
     keys = rng.random((n, u_max))
     keys[np.arange(u_max)[None, :] >= n_units[:, None]] = 2.0
     order = np.argsort(keys, axis=1)                                 # [N, U] random units
@@ -166,9 +175,7 @@ def _choose_units(ids, candidate, k, rng, is_subword, max_ngram_size):
             break
         u = order[:, r]
         if max_ngram_size > 1:
-            seg_end = np.where(unit_segment[rows, np.minimum(u, u_max - 1)] == 0,
-                               n_a, n_units)
-            span = np.minimum(span_n[:, r], seg_end - u)
+            span = np.minimum(span_n[:, r], segment_end[rows, np.minimum(u, u_max - 1)] - u)
         else:
             span = np.ones(n, np.int64)
         end = np.minimum(u + span, u_max)

