@@ -64,6 +64,14 @@ def parse_args(argv=None):
     flag("learning_rate", type=float, default=5e-5)
     flag("num_train_steps", type=int, default=100000)
     flag("num_warmup_steps", type=int, default=10000)
+    flag("num_schedule_steps", type=int, default=None,
+         help="steps the warm-up and decay schedule spans (default: --num_train_steps); "
+              "more than --num_train_steps stops the run early in its schedule, as phase 1 "
+              "of a schedule that phase 2 continues")
+    flag("start_step", type=int, default=0,
+         help="the step a new run starts at, in its schedule: phase 2 of a continued "
+              "schedule gives phase 1's --num_train_steps (with --init_checkpoint); a "
+              "resumed run goes on from its own checkpoint")
     flag("save_checkpoints_steps", type=int, default=1000)
     flag("keep_checkpoints", type=int, default=5, help="checkpoints kept (newest)")
     flag("max_eval_steps", type=int, default=100, help="eval batches at most (0: all)")
@@ -94,6 +102,13 @@ def parse_args(argv=None):
         p.error("at least one of --do_train or --do_eval must be true")
     if (args.bert_config_file is None) == (args.preset is None):
         p.error("give exactly one of --bert_config_file or --preset")
+    schedule_steps = schedule_length(args)
+    if args.num_train_steps > schedule_steps:
+        p.error(f"--num_train_steps ({args.num_train_steps}) is past the schedule's end "
+                f"(--num_schedule_steps={schedule_steps})")
+    if args.start_step >= args.num_train_steps:
+        p.error(f"--start_step ({args.start_step}) must be below --num_train_steps "
+                f"({args.num_train_steps})")
     if args.masking == "dynamic" and not args.vocab_file:
         p.error("--masking=dynamic needs --vocab_file (the ids of [CLS], [SEP], [MASK] "
                 "and, for whole words, which tokens are '##' pieces)")
@@ -104,6 +119,11 @@ def parse_args(argv=None):
                 "dynamic masks; with --masking=static the shards' masks are used (pass "
                 "them to create_pretraining_data instead)")
     return args
+
+
+def schedule_length(args):
+    """Steps of the warm-up and decay schedule: --num_schedule_steps, else the run's."""
+    return args.num_schedule_steps or args.num_train_steps
 
 
 def masking_spec(args):
@@ -148,9 +168,10 @@ def run(args):
     model, optimizer = pretraining.build(
         strategy, config, args.output_dir, max_seq_length=args.max_seq_length,
         seed=args.seed, dtype=DTYPES[args.mixed_precision], optimizer=args.optimizer,
-        learning_rate=args.learning_rate, num_train_steps=args.num_train_steps,
+        learning_rate=args.learning_rate, num_train_steps=schedule_length(args),
         num_warmup_steps=args.num_warmup_steps, vocab_file=args.vocab_file,
-        init_checkpoint=args.init_checkpoint, next_sentence=args.next_sentence != "none")
+        init_checkpoint=args.init_checkpoint, next_sentence=args.next_sentence != "none",
+        start_step=args.start_step)
     loop = PretrainingLoop(strategy, model, optimizer, args.output_dir, args.train_batch_size,
                            args.gradient_accumulation_steps, args.jit_compile,
                            args.keep_checkpoints)
@@ -161,7 +182,8 @@ def run(args):
             save_checkpoints_steps=args.save_checkpoints_steps,
             steps_per_loop=args.steps_per_loop, max_seq_length=args.max_seq_length,
             max_predictions_per_seq=args.max_predictions_per_seq, seed=args.seed,
-            shuffle_buffer=args.shuffle_buffer, vocab_file=args.vocab_file, masking=masking)
+            shuffle_buffer=args.shuffle_buffer, vocab_file=args.vocab_file, masking=masking,
+            start_step=args.start_step)
     else:
         pretraining.restore_for_eval(loop, args.init_checkpoint)
     if not args.do_eval:
@@ -191,7 +213,7 @@ def main(argv=None):
         "train_batch_size", "eval_batch_size", "num_train_steps", "save_checkpoints_steps",
         "steps_per_loop", "gradient_accumulation_steps", "max_seq_length",
         "max_predictions_per_seq", "learning_rate", "keep_checkpoints", "shuffle_buffer"),
-        non_negative=("num_warmup_steps", "cpu_devices", "max_eval_steps"))
+        non_negative=("num_warmup_steps", "cpu_devices", "max_eval_steps", "start_step"))
 
 
 if __name__ == "__main__":

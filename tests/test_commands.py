@@ -31,9 +31,9 @@ FLAGS = {
         eval_input_file gcp_project gradient_accumulation_steps init_checkpoint input_file
         jit_compile keep_checkpoints learning_rate length_batching masked_lm_prob masking
         max_eval_steps max_ngram_size max_predictions_per_seq max_seq_length
-        mixed_precision next_sentence num_train_steps
+        mixed_precision next_sentence num_schedule_steps num_train_steps
         num_warmup_steps optimizer output_dir preset save_checkpoints_steps seed
-        shuffle_buffer skip_corrupt_records steps_per_loop strategy tpu tpu_zone
+        shuffle_buffer skip_corrupt_records start_step steps_per_loop strategy tpu tpu_zone
         train_batch_size vocab_file""",
     "export.saved_model": """
         checkpoint_dir do_lower_case dtype freeze_weights max_seq_length max_text_bytes

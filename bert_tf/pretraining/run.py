@@ -165,9 +165,11 @@ def latest_checkpoint(output_dir):
 
 def build(strategy, config, output_dir, *, max_seq_length, seed, dtype, optimizer,
           learning_rate, num_train_steps, num_warmup_steps, vocab_file=None,
-          init_checkpoint=None, next_sentence=True):
+          init_checkpoint=None, next_sentence=True, start_step=0):
     """(model, optimizer) under the strategy's scope. `init_checkpoint` is loaded only
-    when `output_dir` holds no checkpoint yet (a resumed run starts from its own);
+    when `output_dir` holds no checkpoint yet (a resumed run starts from its own), and
+    so is `start_step` set: the optimizer's step, where its schedule (`num_train_steps`
+    long) starts;
     `vocab_file` must fit the config's vocab_size. `dtype`: a Keras dtype policy name
     ("float32", "mixed_bfloat16", "mixed_float16": the last scales the loss).
     next_sentence=False: no next-sentence head (masked LM alone)."""
@@ -187,11 +189,16 @@ def build(strategy, config, output_dir, *, max_seq_length, seed, dtype, optimize
         keras.utils.set_random_seed(seed)
         model = BertPretrainer.from_config_object(config, dtype=dtype,
                                                   next_sentence=next_sentence)
-        if init_checkpoint and not latest_checkpoint(output_dir):
+        new_run = not latest_checkpoint(output_dir)
+        if init_checkpoint and new_run:
             report = checkpoints.restore(model, init_checkpoint, allow_missing_heads=True)
             print(f"initialised from {init_checkpoint}: {report}", flush=True)
         opt = create_optimizer(optimizer, learning_rate, num_train_steps, num_warmup_steps,
                                model.trained_variables)
+        if start_step and new_run:
+            opt.iterations.assign(start_step)
+            print(f"starting at step {start_step} of a {num_train_steps}-step schedule",
+                  flush=True)
         if dtype == "mixed_float16":
             opt = keras.optimizers.LossScaleOptimizer(opt)
         opt.build(model.trained_variables)
@@ -209,8 +216,9 @@ def write_run_record(loop, config, settings, do_train):
 
 def train_and_export(loop, shards, *, num_train_steps, save_checkpoints_steps,
                      steps_per_loop, max_seq_length, max_predictions_per_seq, seed,
-                     shuffle_buffer, vocab_file=None, masking=None):
-    """Trains (resuming from the latest checkpoint in the loop's output_dir), then the
+                     shuffle_buffer, vocab_file=None, masking=None, start_step=0):
+    """Trains (resuming from the latest checkpoint in the loop's output_dir; a new run
+    starts at `start_step`, its first batch the shards' first), then the
     chief writes the model in google's TF1 format (output_dir/google) and HF's
     (output_dir/hf), with `vocab_file` beside them. `masking`: a MaskingSpec for dynamic
     masking (bert_tf/pretraining/dynamic_masking.py); None reads the shards' masks."""
@@ -226,7 +234,8 @@ def train_and_export(loop, shards, *, num_train_steps, save_checkpoints_steps,
             shuffle_buffer=shuffle_buffer, damaged=shards.damaged, masking=masking)
         return dataset.skip(skip_batches) if skip_batches else dataset
     try:
-        loop.train(dataset_fn, num_train_steps, save_checkpoints_steps, steps_per_loop)
+        loop.train(dataset_fn, num_train_steps, save_checkpoints_steps, steps_per_loop,
+                   first_step=start_step)
     except tf.errors.DataLossError as e:  # a record damaged past the first: which?
         raise data_loss_error(e, shards.train) from None
     if is_chief(loop.strategy):

@@ -214,11 +214,13 @@ class PretrainingLoop:
         return self.train_batch_size // self.num_workers
 
     def train(self, dataset_fn, num_train_steps, save_checkpoints_steps, steps_per_loop=1,
-              progress=True):
+              progress=True, first_step=0):
         """Trains to `num_train_steps`, resuming from the latest checkpoint in output_dir.
 
         `dataset_fn(input_context, batch_size, skip_batches)` builds this worker's dataset
-        of `batch_size` examples per batch. Returns the per-step metric dicts of this run.
+        of `batch_size` examples per batch. `first_step`: the step the run started at
+        (its optimizer's step before the first batch). Returns the per-step metric dicts
+        of this run.
         """
         tf.io.gfile.makedirs(self.output_dir)
         checkpoint = self._checkpoint()
@@ -232,7 +234,7 @@ class PretrainingLoop:
                 checkpoint.restore(latest).assert_existing_objects_matched()
             dataset = self.strategy.distribute_datasets_from_function(
                 lambda ctx: dataset_fn(ctx, ctx.get_per_replica_batch_size(
-                    self.train_batch_size), self.step))
+                    self.train_batch_size), self.step - first_step))
             iterator = iter(dataset)
         else:
             dataset = dataset_fn(self.input_context(), self.worker_batch_size(), 0)
