@@ -90,7 +90,9 @@ def parse_args(argv=None):
     flag("chinese_word_segmenter", default=None, choices=sorted(SEGMENTERS),
          help="Chinese whole-word masking (Chinese-BERT-wwm): cut Chinese text into words "
               "with this segmenter (pip install 'bert-tf[chinese]') and mask the "
-              "characters of a word together; implies --do_whole_word_mask")
+              "characters of a word together; implies --do_whole_word_mask (with "
+              "--masking=none the words are marked in the shards, for run_pretraining "
+              "--masking=dynamic --do_whole_word_mask)")
     boolean(p, "--gzip", default=False,
             help="gzip the shards (read with compression_type='GZIP')")
     flag("input_format", default="lines", choices=inputs.INPUT_FORMATS,

@@ -54,7 +54,9 @@ def parse_args(argv=None):
     flag("masked_lm_prob", type=float, default=0.15,
          help="--masking=dynamic: share of an example's tokens to predict")
     boolean(p, "--do_whole_word_mask", default=False,
-            help="--masking=dynamic: mask whole words (80/10/10 drawn once per word)")
+            help="--masking=dynamic: mask whole words (80/10/10 drawn once per word): '##' "
+                 "pieces continue a word, and so do the Chinese words marked in shards "
+                 "that create_pretraining_data segmented (docs/pretraining_data.md)")
     flag("max_ngram_size", type=int, default=1,
          help="--masking=dynamic: mask spans of up to N words (or pieces), P(n) ~ 1/n")
     boolean(p, "--do_train")
@@ -126,17 +128,24 @@ def schedule_length(args):
     return args.num_schedule_steps or args.num_train_steps
 
 
-def masking_spec(args):
-    """The MaskingSpec of --masking=dynamic, or None."""
+def masking_spec(args, files=()):
+    """The MaskingSpec of --masking=dynamic, or None. Whole words are the shards' marks
+    where `files` carry them (Chinese words, create_pretraining_data
+    --chinese_word_segmenter --masking=none), else '##' pieces continue a word."""
     if args.masking != "dynamic":
         return None
+    from bert_tf.pretraining.data import has_word_marks
     from bert_tf.pretraining.dynamic_masking import MaskingSpec
     from bert_tf.text_rules import load_vocab
     tokens = load_vocab(args.vocab_file)
+    word_marks = args.do_whole_word_mask and has_word_marks(files)
+    if word_marks:
+        print("whole-word masking: the words the shards mark (a segmenter's Chinese "
+              "words, and '##' pieces)", flush=True)
     try:
         return MaskingSpec.from_vocab(tokens, args.max_predictions_per_seq,
                                       args.masked_lm_prob, args.do_whole_word_mask,
-                                      args.max_ngram_size)
+                                      args.max_ngram_size, word_marks)
     except ValueError as e:
         raise ValueError(f"--vocab_file={args.vocab_file}: {e}") from None
 
@@ -153,7 +162,8 @@ def run(args):
         args.input_file, args.eval_input_file, args.output_dir, args.do_train, args.do_eval,
         args.max_seq_length, args.max_predictions_per_seq, args.skip_corrupt_records,
         args.masking)
-    masking = masking_spec(args)
+    masking = masking_spec(args, sorted(set(
+        (shards.train if args.do_train else []) + (shards.eval if args.do_eval else []))))
     config = pretraining.load_config(args.bert_config_file, args.preset)
     if masking is not None and masking.vocab_size != config.vocab_size:
         raise ValueError(f"--vocab_file={args.vocab_file} has {masking.vocab_size} tokens, "

@@ -43,6 +43,11 @@ FEATURES = (
     Feature("masked_lm_weights", "masked_lm_weights", PREDICTIONS, "float"),
     Feature("next_sentence_labels", "next_sentence_labels", None, "int"),
 )
+# Beside those, only in the shards of create_pretraining_data --masking=none with a Chinese
+# word segmenter: per position 1 where the token continues the word before it (a '##'
+# piece or a later character of a segmented word), 0 elsewhere. Dynamic whole-word
+# masking reads these marks instead of the vocabulary's '##' (pretraining_data/segmenters.py).
+WORD_CONTINUES = Feature("word_continues", "word_continues", SEQ_LENGTH, "int")
 BY_INPUT = {f.input: f for f in FEATURES}
 # {google's name: "int" | "float"}: what the TFRecord codec (bert_tf/tfrecord.py) encodes.
 KINDS = {f.name: f.kind for f in FEATURES}

@@ -150,10 +150,9 @@ def masked_examples(shard):
     return np.concatenate(originals), np.concatenate(chosen)
 
 
-def word_check(shard, corpus_path, vocab, cut, cls_id, sep_id):
-    """Over every example segment, found in the corpus' token stream (expected_tokens):
-    (multi-character Chinese words fully inside a segment, those masked in part, masked
-    tokens, tokens)."""
+def corpus_stream(corpus_path, vocab, cut):
+    """The corpus' token stream (its sentences end to end) as bytes of int32 ids, and
+    each token's expected mark (expected_tokens)."""
     reference = ReferenceTokenizer(vocab)
     stream, marks = [], []
     for line in open(corpus_path, encoding="utf-8").read().splitlines():
@@ -161,11 +160,17 @@ def word_check(shard, corpus_path, vocab, cut, cls_id, sep_id):
             line_ids, line_marks = expected_tokens(line, cut, reference)
             stream += line_ids
             marks += line_marks
-    stream_bytes = np.array(stream, np.int32).tobytes()
-    marks = np.array(marks, bool)
-    ids, chosen = masked_examples(shard)
+    return np.array(stream, np.int32).tobytes(), np.array(marks, bool)
+
+
+def word_check(ids, chosen, stream, vocab, sep_id, written_marks=None):
+    """Over every segment of the examples (original ids, chosen positions), found in the
+    corpus' token stream: (multi-character Chinese words fully inside a segment, those
+    masked in part, masked tokens, tokens). written_marks: the shards' marks, which must
+    equal the expected ones."""
+    stream_bytes, marks = stream
     words = partial = masked = total = 0
-    for row, row_chosen in zip(ids, chosen):
+    for r, (row, row_chosen) in enumerate(zip(ids, chosen)):
         seps = np.flatnonzero(row == sep_id)
         bounds = [(1, seps[0])] + [(a + 1, b) for a, b in zip(seps[:-1], seps[1:])]
         for lo, hi in bounds:
@@ -181,6 +186,8 @@ def word_check(shard, corpus_path, vocab, cut, cls_id, sep_id):
             assert at >= 0, "an example segment is not a run of the corpus' tokens"
             seg_marks = marks[at // 4:at // 4 + len(segment)].copy()
             seg_marks[0] = False        # a word cut at the segment's front starts there
+            if written_marks is not None:
+                np.testing.assert_array_equal(written_marks[r, lo + 1:hi], seg_marks[1:])
             starts = np.flatnonzero(~seg_marks)
             for a, b in zip(starts, list(starts[1:]) + [len(segment)]):
                 if b - a > 1 and ideograph(vocab[segment[a]]) \
@@ -203,35 +210,107 @@ def test_every_masked_chinese_word_is_whole_and_15_percent_are_masked(
     config = json.load(open(wwm + ".summary.json"))["config"]
     assert config["segmenter"].startswith("jieba ")
     assert config["settings"]["do_whole_word_mask"] is True
-    cls_id, sep_id = vocab.index("[CLS]"), vocab.index("[SEP]")
-    words, partial, masked, total = word_check(wwm, corpus, vocab, jieba_cut, cls_id, sep_id)
+    sep_id = vocab.index("[SEP]")
+    stream = corpus_stream(corpus, vocab, jieba_cut)
+    words, partial, masked, total = word_check(*masked_examples(wwm), stream, vocab, sep_id)
     assert words > 5000 and partial == 0
     assert 0.13 < masked / total < 0.16, masked / total
 
     # Control: whole-word masking without the segmenter splits Chinese words.
     plain = str(tmp_path / "plain.tfrecord")
     cpd.main(common + [f"--output_file={plain}", "--do_whole_word_mask"])
-    words, partial, masked, total = word_check(plain, corpus, vocab, jieba_cut, cls_id,
+    words, partial, masked, total = word_check(*masked_examples(plain), stream, vocab,
                                                sep_id)
     assert partial > 0.1 * words
     assert 0.13 < masked / total < 0.16
 
 
-def test_the_segmenter_is_refused_with_unmasked_shards_and_when_missing(
+def test_a_missing_segmenter_is_one_line_before_any_output(
         chinese_vocab, tmp_path, monkeypatch, capsys):
     vocab_path, _ = chinese_vocab
     corpus = review_corpus(tmp_path / "reviews.txt", 20)
     out = tmp_path / "out.tfrecord"
     args = [f"--input_file={corpus}", f"--vocab_file={vocab_path}", f"--output_file={out}",
             "--chinese_word_segmenter=jieba", "--quiet"]
-    with pytest.raises(SystemExit) as exit_info:
-        cpd.main(args + ["--masking=none"])
-    assert exit_info.value.code == 1
-    assert "--chinese_word_segmenter" in capsys.readouterr().err
     monkeypatch.setattr(segmenters.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exit_info:
         cpd.main(args)
+    assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].endswith("needs the jieba package, which is not installed: "
                             "pip install 'bert-tf[chinese]'")
     assert os.listdir(tmp_path) == ["reviews.txt"]
+
+
+def test_unmasked_shards_carry_the_marks_and_dynamic_masking_keeps_words_whole(
+        chinese_vocab, jieba_cut, tmp_path, capsys):
+    """--masking=none writes the marks beside the ids (shard_schema.WORD_CONTINUES);
+    run_pretraining --masking=dynamic --do_whole_word_mask reads them: every batch's masks,
+    in the tf.data pipeline and in fit()'s NumPy reader, leave no Chinese word in part."""
+    import tensorflow as tf
+
+    from bert_tf import run_pretraining, shard_schema
+    from bert_tf.pretraining.data import has_word_marks, pretraining_dataset
+    from bert_tf.pretraining.dynamic_masking import MaskingSpec
+    vocab_path, vocab = chinese_vocab
+    corpus = review_corpus(tmp_path / "reviews.txt", 300)
+    shard = str(tmp_path / "unmasked.tfrecord")
+    cpd.main([f"--input_file={corpus}", f"--vocab_file={vocab_path}",
+              f"--output_file={shard}", f"--max_seq_length={SEQ}",
+              f"--max_predictions_per_seq={PRED}", "--masking=none",
+              "--chinese_word_segmenter=jieba", "--num_workers=1", "--quiet"])
+    plain = str(tmp_path / "plain.tfrecord")
+    cpd.main([f"--input_file={corpus}", f"--vocab_file={vocab_path}",
+              f"--output_file={plain}", f"--max_seq_length={SEQ}",
+              f"--max_predictions_per_seq={PRED}", "--masking=none", "--quiet"])
+    assert has_word_marks([shard]) and not has_word_marks([plain])
+    with pytest.raises(ValueError, match="has whole-word marks .* has none"):
+        has_word_marks([shard, plain])
+    sep_id = vocab.index("[SEP]")
+    stream = corpus_stream(corpus, vocab, jieba_cut)
+
+    written = next(iter(tf.data.TFRecordDataset(shard).batch(10_000)))
+    parsed = tf.io.parse_example(written, {
+        "input_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
+        shard_schema.WORD_CONTINUES.name: tf.io.FixedLenFeature([SEQ], tf.int64)})
+    ids = parsed["input_ids"].numpy()
+    marks = parsed[shard_schema.WORD_CONTINUES.name].numpy() > 0
+    word_check(ids, np.zeros(ids.shape, bool), stream, vocab, sep_id, written_marks=marks)
+
+    spec = MaskingSpec.from_vocab(vocab, PRED, whole_word=True, word_marks=True)
+
+    def check(batches):
+        """Batches of (inputs, labels) in our names: every Chinese word whole, 15%."""
+        ids, chosen = [], []
+        for inputs, labels in batches:
+            assert "word_continues" not in inputs
+            inputs, labels = ({k: np.asarray(v) for k, v in d.items()}
+                              for d in (inputs, labels))
+            rows, positions = np.nonzero(labels["masked_lm_weights"] > 0)
+            cols = inputs["masked_lm_positions"][rows, positions]
+            original = inputs["token_ids"].copy()
+            original[rows, cols] = labels["masked_lm_ids"][rows, positions]
+            picked = np.zeros(original.shape, bool)
+            picked[rows, cols] = True
+            ids.append(original)
+            chosen.append(picked)
+        words, partial, masked, total = word_check(
+            np.concatenate(ids), np.concatenate(chosen), stream, vocab, sep_id)
+        assert words > 3000 and partial == 0 and 0.13 < masked / total < 0.16
+
+    for seed in (1, 2):     # the tf.data pipeline
+        check((batch, batch) for batch in pretraining_dataset(
+            [shard], 64, SEQ, PRED, is_training=False, masking=spec, seed=seed))
+    check(fit.shard_batches([shard], 64, SEQ, PRED, is_training=False, masking=spec))
+
+    config = tmp_path / "bert_config.json"
+    config.write_text(json.dumps(dict(vocab_size=len(vocab), hidden_size=32,
+                                      num_hidden_layers=1, num_attention_heads=2,
+                                      intermediate_size=64, max_position_embeddings=SEQ)))
+    run_pretraining.main([f"--input_file={shard}", f"--output_dir={tmp_path / 'run'}",
+                          f"--bert_config_file={config}", f"--vocab_file={vocab_path}",
+                          f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}",
+                          "--masking=dynamic", "--do_whole_word_mask", "--do_train",
+                          "--train_batch_size=8", "--num_train_steps=2",
+                          "--num_warmup_steps=1", "--strategy=one_device"])
+    assert "whole-word masking: the words the shards mark" in capsys.readouterr().out

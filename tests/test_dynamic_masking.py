@@ -301,5 +301,6 @@ def test_ngram_spans_never_cross_a_document_end_of_full_sentences(whole_word):
     spec = MaskingSpec.from_vocab(TOKENS, 16, whole_word=whole_word, max_ngram_size=3)
     chosen, group = dynamic_masking._choose_units(
         tf.constant(ids), tf.constant(candidate), tf.constant(k, tf.int32), spec,
-        tf.constant([1, 2]), tf.constant([3, 4]))
+        tf.constant([1, 2]), tf.constant([3, 4]),
+        None if continues is None else tf.constant(continues))
     assert_groups_inside_documents(ids, chosen.numpy(), group.numpy())

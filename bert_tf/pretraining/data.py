@@ -32,12 +32,17 @@ SKIP_ADVICE = ("rerun with --skip_corrupt_records to skip damaged records, or wr
                "shard again")
 
 
-def feature_spec(max_seq_length, max_predictions_per_seq):
+def feature_spec(max_seq_length, max_predictions_per_seq, word_marks=False):
     """google's feature names, shapes and dtypes of one pretraining example, as
-    tf.io.parse_example reads them (from bert_tf/shard_schema.py)."""
+    tf.io.parse_example reads them (from bert_tf/shard_schema.py); `word_marks`: also
+    the shards' shard_schema.WORD_CONTINUES."""
     lengths = shard_schema.lengths(max_seq_length, max_predictions_per_seq)
-    return {f.name: tf.io.FixedLenFeature([lengths[f.name]], tf.as_dtype(f.dtype))
+    spec = {f.name: tf.io.FixedLenFeature([lengths[f.name]], tf.as_dtype(f.dtype))
             for f in shard_schema.FEATURES}
+    if word_marks:
+        marks = shard_schema.WORD_CONTINUES
+        spec[marks.name] = tf.io.FixedLenFeature([max_seq_length], tf.as_dtype(marks.dtype))
+    return spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +115,21 @@ def check_shards(files, max_seq_length, max_predictions_per_seq,
     return damaged
 
 
+def has_word_marks(files):
+    """Whether the shards carry whole-word marks (shard_schema.WORD_CONTINUES, as
+    create_pretraining_data --chinese_word_segmenter --masking=none writes), from each
+    one's first record; ValueError naming one of each when some do and some do not."""
+    found = {path: shard_schema.WORD_CONTINUES.name in parse_example(
+        memoryview(records.first_record(path))) for path in files}
+    if len(set(found.values())) > 1:
+        with_marks = next(p for p, marked in found.items() if marked)
+        without = next(p for p, marked in found.items() if not marked)
+        raise ValueError(f"--input_file: {with_marks} has whole-word marks (written with "
+                         f"--chinese_word_segmenter) and {without} has none; dynamic "
+                         f"whole-word masking reads one kind of shard at a time")
+    return any(found.values())
+
+
 def _scan_for_damage(path):
     """None when every record of the shard is whole and passes its checksums (one tf.data
     pass, TensorFlow's own CRC, and the tail check, since TFRecordDataset stops silently
@@ -175,12 +195,17 @@ def expand_gfile_patterns(patterns, skip=()):
     return file_patterns.expand_file_patterns(patterns, skip=skip, fs=GFILE)
 
 
-def parse_batch(serialized, max_seq_length, max_predictions_per_seq):
+def parse_batch(serialized, max_seq_length, max_predictions_per_seq, word_marks=False):
     """[batch] serialized tf.Examples -> dict of int32/float32 tensors with our names
-    (shard_schema.to_batch: int64 -> int32, since TPUs and most kernels want int32)."""
+    (shard_schema.to_batch: int64 -> int32, since TPUs and most kernels want int32);
+    `word_marks`: also "word_continues", bool (for dynamic_masking.remask, which drops
+    it)."""
     ex = tf.io.parse_example(serialized, feature_spec(max_seq_length,
-                                                      max_predictions_per_seq))
-    return shard_schema.to_batch(ex, lambda t: tf.cast(t, tf.int32))
+                                                      max_predictions_per_seq, word_marks))
+    batch = shard_schema.to_batch(ex, lambda t: tf.cast(t, tf.int32))
+    if word_marks:
+        batch[shard_schema.WORD_CONTINUES.input] = ex[shard_schema.WORD_CONTINUES.name] > 0
+    return batch
 
 
 def _shard_reader(files, damaged):
@@ -259,7 +284,9 @@ def pretraining_dataset(input_files, batch_size, max_seq_length, max_predictions
     else:
         ds = ds.flat_map(read)
         ds = ds.batch(batch_size, drop_remainder=False)
-    ds = ds.map(lambda s: parse_batch(s, max_seq_length, max_predictions_per_seq),
+    word_marks = masking is not None and masking.word_marks
+    ds = ds.map(lambda s: parse_batch(s, max_seq_length, max_predictions_per_seq,
+                                      word_marks),
                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if masking is not None:
         from bert_tf.pretraining.dynamic_masking import remask

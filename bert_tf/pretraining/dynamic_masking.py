@@ -59,10 +59,15 @@ def remask(batch, index, spec, seed, pipeline_id=0):
     key = tf.random.experimental.stateless_fold_in(base, tf.cast(index, tf.int64))
     draw = lambda n: tf.random.experimental.stateless_fold_in(key, n)  # noqa: E731
 
-    if spec.is_subword is None and spec.max_ngram_size == 1:
+    continues = None
+    if spec.word_marks:         # the shards' marks (shard_schema.WORD_CONTINUES)
+        continues = batch["word_continues"]
+    elif spec.is_subword is not None:
+        continues = tf.gather(tf.constant(spec.is_subword, tf.bool), ids)
+    if continues is None and spec.max_ngram_size == 1:
         chosen, group = _choose_positions(candidate, k, draw(1)), None
     else:
-        chosen, group = _choose_units(ids, candidate, k, spec, draw(1), draw(2))
+        chosen, group = _choose_units(ids, candidate, k, spec, draw(1), draw(2), continues)
 
     # 80/10/10, one draw per position, or per word / span.
     u = tf.random.stateless_uniform(shape, draw(3))
@@ -83,6 +88,7 @@ def remask(batch, index, spec, seed, pipeline_id=0):
     found = order < length
     chosen_positions = tf.where(found, order, 0)
     out = dict(batch)
+    out.pop("word_continues", None)     # masking's alone: the model does not take it
     out["token_ids"] = new_ids
     out["masked_lm_positions"] = tf.cast(chosen_positions, batch["masked_lm_positions"].dtype)
     out["masked_lm_ids"] = tf.cast(
@@ -100,19 +106,20 @@ def _choose_positions(candidate, k, seed):
     return candidate & (rank < k[:, None])
 
 
-def _choose_units(ids, candidate, k, spec, order_seed, span_seed):
+def _choose_units(ids, candidate, k, spec, order_seed, span_seed, continues=None):
     """Whole words and/or n-gram spans (pretraining_data/masking.py's _choose_units, in
     TensorFlow ops): units in random order, each start taking a span of n units when it
-    fits what is left of k and overlaps nothing taken. -> (chosen [B, L] bool, group
+    fits what is left of k and overlaps nothing taken. `continues`: whole words, [B, L]
+    bool, True where a token continues the word before it. -> (chosen [B, L] bool, group
     [B, L] int32: the rank of the unit or span each chosen position belongs to, else -1)."""
     b, length = tf.shape(ids)[0], tf.shape(ids)[1]
     n_max = spec.max_ngram_size
     prev_candidate = tf.pad(candidate[:, :-1], [[0, 0], [1, 0]])
-    if spec.is_subword is not None:
-        # A word starts at a candidate that is not a '##' piece, or that follows [CLS] or
-        # [SEP] (a '##' piece left at a segment's front by truncation is a word of its own).
-        subword = tf.gather(tf.constant(spec.is_subword, tf.bool), ids)
-        starts = candidate & ~(subword & prev_candidate)
+    if continues is not None:
+        # A word starts at a candidate that does not continue a word, or that follows
+        # [CLS] or [SEP] (a piece left at a segment's front by truncation is a word of its
+        # own).
+        starts = candidate & ~(continues & prev_candidate)
     else:
         starts = candidate
     unit_of = tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1          # [B, L]

@@ -50,10 +50,14 @@ def compile_for_pretraining(model, learning_rate, num_train_steps, num_warmup_st
     return model
 
 
-def _examples(path, max_seq_length, max_predictions_per_seq):
+def _examples(path, max_seq_length, max_predictions_per_seq, word_marks=False):
     """One shard's examples as {google's feature name: array}, lengths checked against
-    the flags."""
+    the flags; `word_marks`: also shard_schema.WORD_CONTINUES."""
     lengths = shard_schema.lengths(max_seq_length, max_predictions_per_seq)
+    features_read = [shard_schema.BY_INPUT[name] for name in shard_schema.BATCH_NAMES]
+    if word_marks:
+        features_read.append(shard_schema.WORD_CONTINUES)
+        lengths[shard_schema.WORD_CONTINUES.name] = max_seq_length
     for offset, data in read_records(path):
         try:
             features = parse_example(memoryview(data))
@@ -61,8 +65,7 @@ def _examples(path, max_seq_length, max_predictions_per_seq):
             raise ValueError(f"{path}: record at byte {offset} is not a tf.train.Example "
                              f"({e})") from None
         example = {}
-        for name in shard_schema.BATCH_NAMES:
-            feature = shard_schema.BY_INPUT[name]
+        for feature in features_read:
             values = features.get(feature.name)
             if values is None:
                 raise ValueError(f"{path}: record at byte {offset} has no "
@@ -79,8 +82,11 @@ def _examples(path, max_seq_length, max_predictions_per_seq):
 def _batch(examples):
     features = {name: np.stack([e[name] for e in examples]) for name in examples[0]}
     batch = shard_schema.to_batch(features, lambda v: v.astype(np.int32))
-    return ({k: batch[k] for k in shard_schema.MODEL_INPUTS},
-            {k: batch[k] for k in shard_schema.LABELS})
+    inputs = {k: batch[k] for k in shard_schema.MODEL_INPUTS}
+    marks = shard_schema.WORD_CONTINUES
+    if marks.name in features:      # for remask_numpy, which drops it
+        inputs[marks.input] = features[marks.name] > 0
+    return inputs, {k: batch[k] for k in shard_schema.LABELS}
 
 
 def remask_numpy(inputs, labels, spec, seed, index):
@@ -94,7 +100,10 @@ def remask_numpy(inputs, labels, spec, seed, index):
     mask = inputs["padding_mask"].astype(bool)
     candidate = mask & (ids != spec.cls_id) & (ids != spec.sep_id)
     rng = np.random.default_rng([seed, index])
-    continues = None if spec.is_subword is None else np.asarray(spec.is_subword)[ids]
+    inputs = dict(inputs)
+    continues = inputs.pop(shard_schema.WORD_CONTINUES.input) if spec.word_marks else None
+    if continues is None and spec.is_subword is not None:
+        continues = np.asarray(spec.is_subword)[ids]
     chosen, group = masking.choose_positions(
         ids, candidate, mask.sum(axis=1), rng, spec.masked_lm_prob,
         spec.max_predictions_per_seq, continues, spec.max_ngram_size)
@@ -111,7 +120,8 @@ def shard_batches(input_files, batch_size, max_seq_length, max_predictions_per_s
     `masking` (a dynamic_masking.MaskingSpec): every batch masked anew (`remask_numpy`).
     """
     batches = _shard_batches(input_files, batch_size, max_seq_length,
-                             max_predictions_per_seq, is_training, seed, shuffle_buffer)
+                             max_predictions_per_seq, is_training, seed, shuffle_buffer,
+                             masking is not None and masking.word_marks)
     if masking is None:
         yield from batches
         return
@@ -120,7 +130,7 @@ def shard_batches(input_files, batch_size, max_seq_length, max_predictions_per_s
 
 
 def _shard_batches(input_files, batch_size, max_seq_length, max_predictions_per_seq,
-                   is_training, seed, shuffle_buffer):
+                   is_training, seed, shuffle_buffer, word_marks=False):
     """The batches of shard_batches, as the shards hold them.
 
     Training: forever, each pass over the files in a fresh order (seeded), records
@@ -136,7 +146,8 @@ def _shard_batches(input_files, batch_size, max_seq_length, max_predictions_per_
         order = rng.permutation(len(files)) if is_training else range(len(files))
         for i in order:
             count = 0
-            for example in _examples(files[i], max_seq_length, max_predictions_per_seq):
+            for example in _examples(files[i], max_seq_length, max_predictions_per_seq,
+                                     word_marks):
                 count += 1
                 if is_training:
                     # A shuffle buffer: each example swaps into a random slot once full.

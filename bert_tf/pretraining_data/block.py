@@ -17,7 +17,7 @@ from bert_tf.pretraining_data import masking, records, segmenters
 from bert_tf.pretraining_data.inputs import decode, load_vocab, parse_documents, read_block
 from bert_tf.pretraining_data.tokenizer import CachedTokenizer
 from bert_tf.text_rules import CLS_TOKEN, CONTINUATION_PREFIX, MASK_TOKEN, SEP_TOKEN
-from bert_tf.shard_schema import FEATURES
+from bert_tf.shard_schema import FEATURES, WORD_CONTINUES
 from bert_tf.tfrecord import frame_records
 
 # Instances packed, masked and serialized together: big enough to amortize numpy's per-call
@@ -153,15 +153,15 @@ def _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats
             sel = order[lo:lo + BATCH]
             ids, segment_ids, input_mask, candidate, n_tokens = pack(
                 tokens, res["cls_id"], res["sep_id"], sel)
+            # The marks packed as the ids are (False at [CLS], [SEP] and padding).
+            marks = None if continues is None else \
+                pack(continues.view(np.int8), 0, 0, sel)[0].astype(bool)
             if settings.masking == "none":
                 # Unmasked: the schema's mask features are there, all weights 0 (every
                 # reader reads them; run_pretraining --masking=dynamic draws the masks).
                 positions, labels, weights, decisions = masking.no_masks(
                     len(sel), settings.max_predictions_per_seq)
             else:
-                # The marks packed as the ids are (False at [CLS], [SEP] and padding).
-                marks = None if continues is None else \
-                    pack(continues.view(np.int8), 0, 0, sel)[0].astype(bool)
                 chosen, group = masking.choose_positions(
                     ids, candidate, n_tokens, np_rng, settings.masked_lm_prob,
                     settings.max_predictions_per_seq, marks, settings.max_ngram_size)
@@ -177,8 +177,11 @@ def _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats
             stats["masked_unchanged"] += int(decisions[masking.KEPT])
             columns = (ids, input_mask, segment_ids, positions, labels, weights,
                        inst["random_next"][sel][:, None])      # in the schema's order
-            pending.append(records.encode_unframed(
-                {feature.name: column for feature, column in zip(FEATURES, columns)}))
+            features = {feature.name: column for feature, column in zip(FEATURES, columns)}
+            if marks is not None and settings.masking == "none":
+                # For dynamic whole-word masking (shard_schema.WORD_CONTINUES).
+                features[WORD_CONTINUES.name] = marks
+            pending.append(records.encode_unframed(features))
             pending_rows += len(sel)
             if pending_rows >= FRAME_BATCH:
                 flush(f)

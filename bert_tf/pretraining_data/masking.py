@@ -244,11 +244,15 @@ class MaskingSpec:
     masked_lm_prob: float = 0.15
     is_subword: tuple = None    # whole-word masking: per id, is it a '##' piece
     max_ngram_size: int = 1
+    # Whole words from the shards' marks (shard_schema.WORD_CONTINUES: Chinese words of
+    # create_pretraining_data --chinese_word_segmenter --masking=none) instead of '##'.
+    word_marks: bool = False
 
     @classmethod
     def from_vocab(cls, tokens, max_predictions_per_seq, masked_lm_prob=0.15,
-                   whole_word=False, max_ngram_size=1):
-        """From the vocabulary's tokens in id order; ValueError naming a missing token."""
+                   whole_word=False, max_ngram_size=1, word_marks=False):
+        """From the vocabulary's tokens in id order; ValueError naming a missing token.
+        word_marks (with whole_word): the shards' word marks make the words."""
         ids = {t: i for i, t in enumerate(tokens)}
         for token in ("[CLS]", "[SEP]", "[MASK]"):
             if token not in ids:
@@ -261,4 +265,4 @@ class MaskingSpec:
         return cls(len(tokens), ids["[MASK]"], ids["[CLS]"], ids["[SEP]"],
                    max_predictions_per_seq, masked_lm_prob,
                    tuple(t.startswith("##") for t in tokens) if whole_word else None,
-                   max_ngram_size)
+                   max_ngram_size, bool(whole_word and word_marks))

@@ -39,10 +39,6 @@ def check_args(args):
             args.masked_lm_prob, args.do_whole_word_mask, args.max_ngram_size),
          "--masked_lm_prob, --do_whole_word_mask and --max_ngram_size choose masks; with "
          "--masking=none give them to run_pretraining --masking=dynamic"),
-        (args.masking == "static" or not args.chinese_word_segmenter,
-         "--chinese_word_segmenter marks the words of the masks drawn here; with "
-         "--masking=none run_pretraining --masking=dynamic would not see them (use "
-         "--masking=static)"),
         (args.block_size_kb >= 1, "--block_size_kb must be >= 1"),
         (args.num_shards is None or args.num_shards >= 1, "--num_shards must be >= 1"),
     ]
@@ -83,7 +79,10 @@ def make_settings(args):
     """The Settings the workers run with (everything the output depends on)."""
     return inputs.Settings(
         vocab_file=os.path.abspath(args.vocab_file), do_lower_case=args.do_lower_case,
-        do_whole_word_mask=args.do_whole_word_mask or bool(args.chinese_word_segmenter),
+        # With --masking=none the segmenter's words go into the shards as marks, for
+        # run_pretraining --masking=dynamic --do_whole_word_mask.
+        do_whole_word_mask=args.do_whole_word_mask or (
+            bool(args.chinese_word_segmenter) and args.masking == "static"),
         max_seq_length=args.max_seq_length,
         max_predictions_per_seq=args.max_predictions_per_seq, random_seed=args.random_seed,
         dupe_factor=args.dupe_factor, masked_lm_prob=args.masked_lm_prob,

@@ -10,7 +10,10 @@ from bert_tf import shard_schema, tfrecord
 def encode_unframed(features):
     """{google's feature name: array [N, n]} -> the batch's records without their CRCs,
     for tfrecord.frame_records (which frames many batches at once)."""
-    return tfrecord.encode_unframed(features, shard_schema.KINDS)
+    kinds = shard_schema.KINDS
+    if shard_schema.WORD_CONTINUES.name in features:
+        kinds = {**kinds, shard_schema.WORD_CONTINUES.name: shard_schema.WORD_CONTINUES.kind}
+    return tfrecord.encode_unframed(features, kinds)
 
 
 def encode_records(features):
