@@ -104,13 +104,16 @@ def parse_args(argv=None):
         p.error("at least one of --do_train or --do_eval must be true")
     if (args.bert_config_file is None) == (args.preset is None):
         p.error("give exactly one of --bert_config_file or --preset")
-    schedule_steps = schedule_length(args)
-    if args.num_train_steps > schedule_steps:
-        p.error(f"--num_train_steps ({args.num_train_steps}) is past the schedule's end "
-                f"(--num_schedule_steps={schedule_steps})")
-    if args.start_step >= args.num_train_steps:
-        p.error(f"--start_step ({args.start_step}) must be below --num_train_steps "
-                f"({args.num_train_steps})")
+    if args.num_schedule_steps is not None and args.num_schedule_steps <= 0:
+        p.error(f"--num_schedule_steps must be a positive number, got "
+                f"{args.num_schedule_steps}")
+    if args.num_train_steps > 0:    # else run_main's one line says it must be positive
+        if args.num_train_steps > schedule_length(args):
+            p.error(f"--num_train_steps ({args.num_train_steps}) is past the schedule's "
+                    f"end (--num_schedule_steps={args.num_schedule_steps})")
+        if args.start_step >= args.num_train_steps:
+            p.error(f"--start_step ({args.start_step}) must be below --num_train_steps "
+                    f"({args.num_train_steps})")
     if args.masking == "dynamic" and not args.vocab_file:
         p.error("--masking=dynamic needs --vocab_file (the ids of [CLS], [SEP], [MASK] "
                 "and, for whole words, which tokens are '##' pieces)")
