@@ -25,6 +25,8 @@ setup(
     extras_require={
         # Chinese whole-word masking (create_pretraining_data --chinese_word_segmenter).
         "chinese": ["jieba>=0.42"],
+        # create_pretraining_data --runner (Apache Beam; 2.77 installs beside TF 2.21).
+        "beam": ["apache-beam>=2.77"],
         "test": read_requirements("requirements-test.txt"),
         "bench": read_requirements("requirements-test.txt") +
         read_requirements("requirements-bench.txt"),

@@ -17,7 +17,8 @@ sentences).
 
 This module is the command: its flags and `main`. The run (`pipeline.run`: checks, blocks
 to workers, the shard writer, the summary a rerun resumes from) and the algorithm it runs
-live in bert_tf/pretraining_data/, one module per step.
+live in bert_tf/pretraining_data/, one module per step; with --runner the blocks run on
+Apache Beam instead (pretraining_data/beam.py), giving the same shards.
 """
 
 import argparse
@@ -104,7 +105,14 @@ def parse_args(argv=None):
          help="text per block: the window random next sentences are drawn from and the "
               "unit of parallel work (changing it changes the output)")
     boolean(p, "--quiet", default=False, help="no progress bar")
-    args = p.parse_args(argv)
+    flag("runner", default=None,
+         help="run on Apache Beam (pip install 'bert-tf[beam]') with this runner: "
+              "DirectRunner, DataflowRunner, FlinkRunner, SparkRunner; Beam's own flags "
+              "follow ours (docs/pretraining_data.md); same shards as without")
+    args, beam_args = p.parse_known_args(argv)
+    if beam_args and not args.runner:
+        p.error(f"unrecognized arguments: {' '.join(beam_args)}")
+    args.beam_args = [f"--runner={args.runner}"] + beam_args if args.runner else []
     if args.dupe_factor is None:
         args.dupe_factor = 1 if args.masking == "none" else 10
     return args

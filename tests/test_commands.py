@@ -18,7 +18,7 @@ FLAGS = {
         dupe_factor gzip input_file
         input_format jsonl_field masked_lm_prob masking max_ngram_size
         max_predictions_per_seq max_seq_length next_sentence num_shards num_workers
-        output_file quiet random_seed short_seq_prob vocab_file""",
+        output_file quiet random_seed runner short_seq_prob vocab_file""",
     "bert_tf.extract_features": """
         batch_size bert_config_file do_lower_case init_checkpoint input_file layers
         max_seq_length output_file vocab_file""",

@@ -291,8 +291,16 @@ def check_written(plan, summary, written):
 
 
 def run(args):
-    """Does the work; returns the summary dict. Raises InputError on bad input."""
-    plan = prepare(args)
-    summary, written = write_shards(plan, args.num_workers, args.quiet)
+    """Does the work; returns the summary dict. Raises InputError on bad input. With
+    `args.runner` set the blocks run on Apache Beam (beam.py), `args.beam_args` its
+    pipeline options."""
+    if getattr(args, "runner", None):
+        from bert_tf.pretraining_data import beam
+        beam.check_available()
+        plan = prepare(args)
+        summary, written = beam.write_shards(plan, args.beam_args)
+    else:
+        plan = prepare(args)
+        summary, written = write_shards(plan, args.num_workers, args.quiet)
     check_written(plan, summary, written)
     return summary

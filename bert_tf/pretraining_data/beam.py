@@ -1,0 +1,194 @@
+"""create_pretraining_data on Apache Beam: `--runner=DirectRunner|DataflowRunner|...`
+(`pip install 'bert-tf[beam]'`; the flags Beam knows go after ours).
+
+The same run as the local engine (pipeline.py), cut at the same seams: `prepare` checks
+the flags and inputs and plans the blocks in this process (one-line errors, before any
+byte is written; the shards a previous run completed are kept), and each block is run by
+`block.run_job`, whose output depends only on the settings, the block's bytes and its
+index. So the shards are byte for byte the local engine's, whatever the runner and its
+number of workers. The pipeline:
+
+    blocks of the shards not complete  -- Reshuffle -->  run_job per block (a part file
+    beside its shard, the block's counts, Beam metrics)  -- GroupByKey(shard) -->
+    the shard's parts appended in block order to SHARD.tmp, renamed into place
+
+then this process writes the summary from the shards' counts, as the local engine does.
+Part files and shards are written through the local file system: the workers must see the
+output folder (one machine, or a shared mount); `gs://` outputs are not supported yet.
+"""
+
+import collections
+import json
+import logging
+import os
+import re
+import sys
+import tempfile
+import time
+
+from bert_tf.files import write_json
+from bert_tf.pretraining_data import inputs
+from bert_tf.pretraining_data.errors import InputError
+from bert_tf.pretraining_data.shards import append_file, remove_temporaries
+from bert_tf.pretraining_data.summary import summarize
+
+METRICS_NAMESPACE = "create_pretraining_data"
+# Counts also reported as Beam metrics while the pipeline runs (the runner's UI shows them).
+METRIC_COUNTS = ("documents", "sentences", "examples", "masked", "input_bytes",
+                 "sentences_without_tokens", "documents_without_tokens")
+
+
+def _beam():
+    """The apache_beam module; InputError (one line) when it is not installed."""
+    logging.disable(logging.WARNING)    # its import warns of optional Google Cloud clients
+    try:
+        import apache_beam
+        import apache_beam.metrics  # noqa: F401
+        import apache_beam.options.pipeline_options  # noqa: F401
+    except ImportError:
+        raise InputError("--runner needs Apache Beam, which is not installed: pip install "
+                         "'bert-tf[beam]'") from None
+    finally:
+        logging.disable(logging.NOTSET)
+    return apache_beam
+
+
+def check_available():
+    _beam()
+
+
+def block_jobs(plan):
+    """[(shard, block index, file segments, block counts)] of the blocks of the shards not
+    complete, in input order (the local engine's blocks and their numbers)."""
+    jobs = []
+    for block in inputs.iter_blocks(plan.files, plan.block_bytes, plan.input_format):
+        shard = plan.shard_of(block.offset)
+        if plan.shards[shard] in plan.done:
+            continue
+        jobs.append((shard, block.index, block.segments,
+                     {"input_bytes": block.length, "documents_split": block.documents_split,
+                      "lines_cut": block.lines_cut}))
+    return jobs
+
+
+def _entry_path(shard_path):
+    return f"{shard_path}.tmp-entry.json"
+
+
+def _run_block(job, settings, shards):
+    """One block -> (shard, (block index, its part file, its counts))."""
+    from bert_tf.pretraining_data import block as block_lib
+    counter = _beam().metrics.Metrics.counter
+    shard, index, segments, block_counts = job
+    part = f"{shards[shard]}.tmp-part{index:07d}"
+    counts = collections.Counter(block_lib.run_job(settings, (index, segments, part)))
+    counts.update(block_counts)
+    for name in METRIC_COUNTS:
+        counter(METRICS_NAMESPACE, name).inc(int(counts[name]))
+    return shard, (index, part, dict(counts))
+
+
+def _write_shard(shard_parts, shards):
+    """A shard's parts, appended in block order to SHARD.tmp (then removed), renamed into
+    place; its summary entry beside it (read back by `collect_entries`)."""
+    shard, parts = shard_parts
+    path = shards[shard]
+    counts = collections.Counter()
+    with open(f"{path}.tmp", "wb") as f:
+        for _, part, part_counts in sorted(parts):
+            append_file(part, f)
+            os.remove(part)
+            counts.update(part_counts)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(f"{path}.tmp", path)
+    write_json(_entry_path(path), {"path": path, "bytes": os.path.getsize(path),
+                                   "examples": counts["examples"], "counts": dict(counts)})
+
+
+def collect_entries(plan):
+    """{path: summary entry} of the shards complete: those a previous run kept and those
+    the pipeline wrote (their entry files are read and removed)."""
+    entries = dict(plan.done)
+    for path in plan.shards:
+        entry_file = _entry_path(path)
+        if path not in entries and os.path.exists(entry_file) and os.path.exists(path):
+            with open(entry_file, encoding="utf-8") as f:
+                entries[path] = json.load(f)
+        if os.path.exists(entry_file):
+            os.remove(entry_file)
+    return entries
+
+
+def write_summary(plan, entries, seconds, complete):
+    counts = collections.Counter()
+    for entry in entries.values():
+        counts.update(entry["counts"])
+    this_run = sum(e["examples"] for p, e in entries.items() if p not in plan.done)
+    summary = summarize(counts, [entries[p] for p in plan.shards if p in entries],
+                        plan.config, seconds, complete, len(plan.done), this_run)
+    write_json(plan.summary_path, summary, indent=1, sort_keys=False, ensure_ascii=True)
+    return summary
+
+
+def _one_line(error):
+    """The one-line input error a worker raised (block.check_text's NotText, "--input_file:
+    ..."), found in the runner's wrapped exception; None for any other failure."""
+    found = re.search(r"(?:NotText|InputError): (--.*?)(?: \[while running|\\n|\n|$)",
+                      str(error))
+    return found.group(1) if found else None
+
+
+def write_shards(plan, pipeline_args):
+    """Runs the blocks of the shards not complete on Beam and writes them; returns (the
+    summary, {path: entry}). A failure leaves the complete shards (listed in the summary,
+    so a rerun keeps them) and removes everything else."""
+    from bert_tf.pretraining_data.pool import WorkerError
+    beam = _beam()
+    start = time.time()
+    jobs = block_jobs(plan)
+    shards, settings = list(plan.shards), plan.settings
+    # Beam's own log lines (and those of local worker processes, which share this
+    # process's stderr) go to a file, so that a failure is one line here.
+    log = tempfile.NamedTemporaryFile(prefix="create_pretraining_data-beam-", suffix=".log",
+                                      delete=False)
+    print(f"Beam's log: {log.name}", flush=True)
+    sys.stderr.flush()
+    saved_stderr = os.dup(2)
+    os.dup2(log.fileno(), 2)
+    try:
+        options = beam.options.pipeline_options.PipelineOptions(pipeline_args)
+        with beam.Pipeline(options=options) as pipeline:
+            _ = (pipeline
+                 | "Blocks" >> beam.Create(jobs)
+                 | "Spread" >> beam.Reshuffle()
+                 | "RunBlock" >> beam.Map(_run_block, settings, shards)
+                 | "ByShard" >> beam.GroupByKey()
+                 | "WriteShard" >> beam.Map(_write_shard, shards))
+    except Exception as e:
+        entries = collect_entries(plan)
+        if set(entries) - set(plan.done):     # a rerun keeps the shards it completed
+            write_summary(plan, entries, time.time() - start, complete=False)
+        for path in plan.shards:
+            if path not in entries:
+                remove_temporaries(path)
+        line = _one_line(e)
+        if line:
+            raise InputError(line) from None
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise WorkerError(f"the Beam pipeline failed ({type(e).__name__}: {first[:200]}); "
+                          f"its log: {log.name}") from None
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved_stderr, 2)
+        os.close(saved_stderr)
+        log.close()
+    # A shard no block reached (none of the blocks fell in it) is an empty file, as the
+    # local engine leaves it; check_written refuses it.
+    for path in plan.shards:
+        if path not in plan.done and not os.path.exists(path):
+            open(path, "wb").close()
+            write_json(_entry_path(path), {"path": path, "bytes": 0, "examples": 0,
+                                           "counts": {}})
+    entries = collect_entries(plan)
+    return write_summary(plan, entries, time.time() - start, complete=True), entries
