@@ -51,7 +51,8 @@ def parse_args(argv=None):
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     flag = lambda name, **kw: p.add_argument(f"--{name}", **kw)  # noqa: E731
     # google-research/bert's flags, same names and defaults.
-    flag("input_file", required=True, help="input text: comma-separated globs")
+    flag("input_file", default=None,
+         help="input text: comma-separated globs (or --input_tfds)")
     flag("output_file", required=True,
          help="output TFRecord file, or comma-separated files (one shard each), or with "
               "--num_shards N a prefix: PREFIX-00000-of-0000N ...")
@@ -101,6 +102,14 @@ def parse_args(argv=None):
               "paragraphs: blank line between documents, sentences found by punctuation; "
               "jsonl: a JSON object per line and document")
     flag("jsonl_field", default="text", help="text field of --input_format jsonl")
+    flag("input_tfds", default=None,
+         help="instead of --input_file: a prepared tensorflow-datasets text dataset, "
+              "NAME[/CONFIG][:VERSION] (wikipedia/20230601.en, c4/en), a document per "
+              "example; nothing is downloaded")
+    flag("tfds_data_dir", default=None,
+         help="where the dataset is prepared (default: ~/tensorflow_datasets)")
+    flag("tfds_split", default="train", help="the --input_tfds split to read")
+    flag("tfds_text_field", default="text", help="the --input_tfds feature holding the text")
     flag("block_size_kb", type=int, default=512,
          help="text per block: the window random next sentences are drawn from and the "
               "unit of parallel work (changing it changes the output)")
@@ -110,6 +119,8 @@ def parse_args(argv=None):
               "DirectRunner, DataflowRunner, FlinkRunner, SparkRunner; Beam's own flags "
               "follow ours (docs/pretraining_data.md); same shards as without")
     args, beam_args = p.parse_known_args(argv)
+    if (args.input_file is None) == (args.input_tfds is None):
+        p.error("give exactly one of --input_file or --input_tfds")
     if beam_args and not args.runner:
         p.error(f"unrecognized arguments: {' '.join(beam_args)}")
     args.beam_args = [f"--runner={args.runner}"] + beam_args if args.runner else []

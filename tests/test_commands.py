@@ -15,10 +15,11 @@ FLAGS = {
         max_bytes output_file source_dir""",
     "bert_tf.create_pretraining_data": """
         block_size_kb chinese_word_segmenter do_lower_case do_whole_word_mask
-        dupe_factor gzip input_file
+        dupe_factor gzip input_file input_tfds
         input_format jsonl_field masked_lm_prob masking max_ngram_size
         max_predictions_per_seq max_seq_length next_sentence num_shards num_workers
-        output_file quiet random_seed runner short_seq_prob vocab_file""",
+        output_file quiet random_seed runner short_seq_prob tfds_data_dir tfds_split
+        tfds_text_field vocab_file""",
     "bert_tf.extract_features": """
         batch_size bert_config_file do_lower_case init_checkpoint input_file layers
         max_seq_length output_file vocab_file""",

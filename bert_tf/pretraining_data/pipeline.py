@@ -145,6 +145,17 @@ def prepare(args):
     """Checks the flags and inputs before any work (InputError, one line) and plans the
     run; a previous run's complete shards are kept, its temporary files removed."""
     check_args(args)
+    if getattr(args, "input_tfds", None):
+        # The split's text as a JSON-lines file beside the dataset (tfds_input.py),
+        # written once, after the flags and vocabulary are known good.
+        try:
+            inputs.load_vocab(args.vocab_file)
+        except ValueError as e:
+            raise InputError(str(e)) from None
+        from bert_tf.pretraining_data import tfds_input
+        args.input_file = tfds_input.export_text(args.input_tfds, args.tfds_data_dir,
+                                                 args.tfds_split, args.tfds_text_field)
+        args.input_format, args.jsonl_field = "jsonl", "text"
     files = expand_inputs(args.input_file)
     sizes = [os.path.getsize(p) for p in files]
     if sum(sizes) == 0:
