@@ -89,21 +89,27 @@ def _run_block(job, settings, shards):
 
 
 def _write_shard(shard_parts, shards):
-    """A shard's parts, appended in block order to SHARD.tmp (then removed), renamed into
-    place; its summary entry beside it (read back by `collect_entries`)."""
+    """A shard's parts, appended in block order to SHARD.tmp, renamed into place, its
+    summary entry beside it (read back by `collect_entries`), then the parts removed. A
+    retry of this step (runners retry failed steps) finds the shard done, or its parts."""
     shard, parts = shard_parts
     path = shards[shard]
-    counts = collections.Counter()
-    with open(f"{path}.tmp", "wb") as f:
-        for _, part, part_counts in sorted(parts):
-            append_file(part, f)
+    parts = sorted(parts)
+    if not (os.path.exists(path) and os.path.exists(_entry_path(path))):
+        counts = collections.Counter()
+        with open(f"{path}.tmp", "wb") as f:
+            for _, part, part_counts in parts:
+                append_file(part, f)
+                counts.update(part_counts)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(f"{path}.tmp", path)
+        write_json(_entry_path(path), {"path": path, "bytes": os.path.getsize(path),
+                                       "examples": counts["examples"],
+                                       "counts": dict(counts)})
+    for _, part, _ in parts:
+        if os.path.exists(part):
             os.remove(part)
-            counts.update(part_counts)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(f"{path}.tmp", path)
-    write_json(_entry_path(path), {"path": path, "bytes": os.path.getsize(path),
-                                   "examples": counts["examples"], "counts": dict(counts)})
 
 
 def collect_entries(plan):
