@@ -99,3 +99,19 @@ def test_input_file_and_input_tfds_are_exclusive(capsys):
             cpd.parse_args(["--output_file=x", "--vocab_file=v"] + flags)
         assert exit_info.value.code == 2
         assert "give exactly one of --input_file or --input_tfds" in capsys.readouterr().err
+
+
+def test_a_refused_run_writes_no_export(prepared, minilm_dir, tmp_path, capsys):
+    """The output is the vocabulary file (an input): refused in one line before the split
+    is exported, so the dataset's folder is left as it was."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_bytes(open(os.path.join(minilm_dir, "vocab.txt"), "rb").read())
+    export = os.path.join(prepared, "bert_tf_text", "docstring_documents-validation-text.jsonl")
+    with pytest.raises(SystemExit) as exit_info:
+        cpd.main([f"--vocab_file={vocab}", f"--output_file={vocab}", "--quiet",
+                  "--input_tfds=docstring_documents", "--tfds_split=validation",
+                  f"--tfds_data_dir={prepared}"])
+    assert exit_info.value.code == 1
+    assert "output_file" in capsys.readouterr().err
+    assert not os.path.exists(export)
+    assert vocab.read_bytes() == open(os.path.join(minilm_dir, "vocab.txt"), "rb").read()

@@ -29,8 +29,8 @@ import time
 from bert_tf.files import write_json
 from bert_tf.pretraining_data import inputs
 from bert_tf.pretraining_data.errors import InputError
+from bert_tf.pretraining_data import shards as shards_lib
 from bert_tf.pretraining_data.shards import append_file, remove_temporaries
-from bert_tf.pretraining_data.summary import summarize
 
 METRICS_NAMESPACE = "create_pretraining_data"
 # Counts also reported as Beam metrics while the pipeline runs (the runner's UI shows them).
@@ -127,14 +127,9 @@ def collect_entries(plan):
 
 
 def write_summary(plan, entries, seconds, complete):
-    counts = collections.Counter()
-    for entry in entries.values():
-        counts.update(entry["counts"])
     this_run = sum(e["examples"] for p, e in entries.items() if p not in plan.done)
-    summary = summarize(counts, [entries[p] for p in plan.shards if p in entries],
-                        plan.config, seconds, complete, len(plan.done), this_run)
-    write_json(plan.summary_path, summary, indent=1, sort_keys=False, ensure_ascii=True)
-    return summary
+    return shards_lib.write_summary(plan.summary_path, plan.shards, entries, plan.config,
+                                    seconds, complete, len(plan.done), this_run)
 
 
 def _one_line(error):

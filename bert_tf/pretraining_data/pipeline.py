@@ -145,21 +145,19 @@ def prepare(args):
     """Checks the flags and inputs before any work (InputError, one line) and plans the
     run; a previous run's complete shards are kept, its temporary files removed."""
     check_args(args)
-    if getattr(args, "input_tfds", None):
-        # The split's text as a JSON-lines file beside the dataset (tfds_input.py),
-        # written once, after the flags and vocabulary are known good.
-        try:
-            inputs.load_vocab(args.vocab_file)
-        except ValueError as e:
-            raise InputError(str(e)) from None
+    write_export = None
+    if args.input_tfds:
+        # The split's text as a JSON-lines file beside the dataset (tfds_input.py): its
+        # path now, the file written once every check below has passed.
         from bert_tf.pretraining_data import tfds_input
-        args.input_file = tfds_input.export_text(args.input_tfds, args.tfds_data_dir,
-                                                 args.tfds_split, args.tfds_text_field)
-        args.input_format, args.jsonl_field = "jsonl", "text"
-    files = expand_inputs(args.input_file)
-    sizes = [os.path.getsize(p) for p in files]
-    if sum(sizes) == 0:
-        raise InputError(f"--input_file: {', '.join(files)}: no text (empty)")
+        path, write_export = tfds_input.plan_export(
+            args.input_tfds, args.tfds_data_dir, args.tfds_split, args.tfds_text_field)
+        args.input_file, args.input_format, args.jsonl_field = path, "jsonl", "text"
+        files = [path]
+    else:
+        files = expand_inputs(args.input_file)
+        if sum(os.path.getsize(p) for p in files) == 0:
+            raise InputError(f"--input_file: {', '.join(files)}: no text (empty)")
     try:
         vocab = inputs.load_vocab(args.vocab_file)   # fails here, before any work, if bad
     except ValueError as e:
@@ -169,6 +167,9 @@ def prepare(args):
                      [("--input_file", path) for path in files] +
                      [("--vocab_file", args.vocab_file)])
     check_no_stale_shards(args.output_file, summary_path, shards)
+    if write_export is not None:
+        write_export()
+    sizes = [os.path.getsize(p) for p in files]
     for path in shards + [summary_path]:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     settings = make_settings(args)
@@ -305,13 +306,13 @@ def run(args):
     """Does the work; returns the summary dict. Raises InputError on bad input. With
     `args.runner` set the blocks run on Apache Beam (beam.py), `args.beam_args` its
     pipeline options."""
-    if getattr(args, "runner", None):
+    if args.runner:
         from bert_tf.pretraining_data import beam
         beam.check_available()
-        plan = prepare(args)
+    plan = prepare(args)
+    if args.runner:
         summary, written = beam.write_shards(plan, args.beam_args)
     else:
-        plan = prepare(args)
         summary, written = write_shards(plan, args.num_workers, args.quiet)
     check_written(plan, summary, written)
     return summary

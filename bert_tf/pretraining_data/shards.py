@@ -86,6 +86,19 @@ class ShardProgress:
         self.bar.close()
 
 
+def write_summary(summary_path, shards, entries, config, seconds, complete, skipped,
+                  examples_this_run):
+    """The summary of the complete shards `entries` ({path: entry}) written atomically to
+    summary_path (by either engine); returns it."""
+    counts = collections.Counter()
+    for entry in entries.values():
+        counts.update(entry["counts"])
+    summary = summarize(counts, [entries[p] for p in shards if p in entries], config,
+                        seconds, complete, skipped, examples_this_run)
+    write_json(summary_path, summary, indent=1, sort_keys=False, ensure_ascii=True)
+    return summary
+
+
 class ShardWriter:
     """Appends finished blocks to their shards in input order; a shard is written as
     NAME.tmp and renamed when its last block is in, then the summary JSON is rewritten
@@ -137,14 +150,9 @@ class ShardWriter:
             self.file = None
 
     def write_summary(self, complete):
-        counts = collections.Counter()
-        for entry in self.entries.values():
-            counts.update(entry["counts"])
-        ordered = [self.entries[p] for p in self.shards if p in self.entries]
-        summary = summarize(counts, ordered, self.config, time.time() - self.start,
-                            complete, len(self.done), self.this_run["examples"])
-        write_json(self.summary_path, summary, indent=1, sort_keys=False, ensure_ascii=True)
-        return summary
+        return write_summary(self.summary_path, self.shards, self.entries, self.config,
+                             time.time() - self.start, complete, len(self.done),
+                             self.this_run["examples"])
 
     def _advance_to(self, shard):
         """Closes the current shard and any empty ones before `shard`."""

@@ -45,14 +45,15 @@ def _builder(name, data_dir):
     return builder
 
 
-def export_text(name, data_dir, split="train", text_field="text"):
-    """The path of the split's documents as JSON lines (written if not there yet);
-    InputError (one line) for a dataset not prepared, a split or a field it lacks."""
+def plan_export(name, data_dir, split="train", text_field="text"):
+    """(path of the split's documents as JSON lines, a function that writes them, or None
+    when a previous run wrote them). Nothing is written here: InputError (one line) for a
+    dataset not prepared, a split or a field it lacks, an empty split."""
     data_dir = os.path.abspath(os.path.expanduser(data_dir or os.path.join(
         "~", "tensorflow_datasets")))
     path = export_path(name, split, text_field, data_dir)
     if os.path.exists(path):
-        return path
+        return path, None
     builder = _builder(name, data_dir)
     if split not in builder.info.splits:
         raise InputError(f"--tfds_split={split}: {name} has the splits "
@@ -61,6 +62,14 @@ def export_text(name, data_dir, split="train", text_field="text"):
     if text_field not in features.keys():
         raise InputError(f"--tfds_text_field={text_field}: {name} has no such feature "
                          f"(it has: {', '.join(sorted(features.keys()))})")
+    if not builder.info.splits[split].num_examples:
+        raise InputError(f"--input_tfds={name}: its {split} split has no examples")
+    return path, lambda: _write(builder, split, text_field, path)
+
+
+def _write(builder, split, text_field, path):
+    """The split's documents in the dataset's order, one {"text": ...} per line, under a
+    temporary name until whole."""
     import tensorflow_datasets as tfds
     dataset = builder.as_dataset(split=split, shuffle_files=False,
                                  read_config=tfds.ReadConfig(interleave_cycle_length=1))
@@ -77,4 +86,3 @@ def export_text(name, data_dir, split="train", text_field="text"):
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-    return path
