@@ -27,14 +27,22 @@ def check_not_inputs(outputs, inputs):
     """ValueError when a path a command is about to write is one of its inputs (the same
     file, through a link or another spelling too) or a folder it replaces that holds one:
     writing it would destroy what the command reads. `outputs`, `inputs`: (flag, path)
-    pairs; an output path that does not exist yet is no input."""
+    pairs; an output path that does not exist yet is no input. A URL (gs://...) is the same
+    as an input when it is spelled the same."""
     def same(a, b):
         try:
             return os.path.samefile(a, b)
         except OSError:
             return False
     for out_flag, out in outputs:
-        if not out or "://" in out or not os.path.exists(out):
+        if out and "://" in out:
+            for in_flag, path in inputs:
+                if path == out:
+                    raise ValueError(f"--{out_flag}={out} is the input {in_flag}={path}: "
+                                     f"writing it would destroy the input; choose another "
+                                     f"--{out_flag}")
+            continue
+        if not out or not os.path.exists(out):
             continue
         for in_flag, path in inputs:
             if not path or "://" in path:

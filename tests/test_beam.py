@@ -1,10 +1,13 @@
 """create_pretraining_data --runner (Apache Beam, bert_tf/pretraining_data/beam.py): on the
 DirectRunner in multi-process mode it writes shards byte-identical to the local engine's,
 and the same summary, on several input files and shards with whole-word and n-gram
-masking; bad input is the local engine's one line, and a refused run leaves no file."""
+masking; inputs, vocabulary and shards at URLs (Beam's file systems: gs:// on Dataflow)
+give the same bytes; bad input is the local engine's one line, and a refused run leaves no
+file."""
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -39,31 +42,100 @@ def run(corpus_files, vocab, output, *extra):
                      "--quiet", *extra])
 
 
-def test_beam_writes_the_local_engines_bytes_and_summary(corpus_files, minilm_dir, tmp_path):
-    vocab = os.path.join(minilm_dir, "vocab.txt")
-    local = run(corpus_files, vocab, tmp_path / "local" / "train", "--num_workers=2")
-    beam = run(corpus_files, vocab, tmp_path / "beam" / "train", *BEAM)
-    assert local["examples"] > 2000 and len(local["shards"]) == 3
-    for name in sorted(os.listdir(tmp_path / "local")):
+@pytest.fixture(scope="module")
+def local_run(corpus_files, minilm_dir, tmp_path_factory):
+    """The local engine's shards of the corpus (their folder) and its summary."""
+    folder = tmp_path_factory.mktemp("beam_local")
+    summary = run(corpus_files, os.path.join(minilm_dir, "vocab.txt"), folder / "train",
+                  "--num_workers=2")
+    assert summary["examples"] > 2000 and len(summary["shards"]) == 3
+    return folder, summary
+
+
+def comparable(summary, places=False):
+    """The summary without timings and shard folders (and, with `places`, without where
+    the inputs and the vocabulary are)."""
+    summary = json.loads(json.dumps({k: v for k, v in summary.items() if k not in TIMING}))
+    for shard in summary["shards"]:
+        shard["path"] = os.path.basename(shard["path"])
+    summary["config"] = {k: v for k, v in summary["config"].items() if k != "shards"}
+    if places:
+        summary["config"]["vocab"].pop("path")
+        for entry in summary["config"]["inputs"]:
+            entry.pop("path"), entry.pop("mtime_ns")
+    return summary
+
+
+def assert_same_shards(folder, local_folder):
+    assert sorted(os.listdir(folder)) == sorted(os.listdir(local_folder))
+    for name in sorted(os.listdir(local_folder)):
         if name.endswith(".summary.json"):
             continue
-        with open(tmp_path / "local" / name, "rb") as a, \
-                open(tmp_path / "beam" / name, "rb") as b:
+        with open(os.path.join(local_folder, name), "rb") as a, \
+                open(os.path.join(folder, name), "rb") as b:
             assert a.read() == b.read(), name
-    assert sorted(os.listdir(tmp_path / "beam")) == sorted(os.listdir(tmp_path / "local"))
 
-    def comparable(summary):
-        summary = {k: v for k, v in summary.items() if k not in TIMING}
-        for shard in summary["shards"]:
-            shard["path"] = os.path.basename(shard["path"])
-        summary["config"] = {k: v for k, v in summary["config"].items() if k != "shards"}
-        return summary
+
+def test_beam_writes_the_local_engines_bytes_and_summary(corpus_files, minilm_dir, local_run,
+                                                         tmp_path):
+    vocab = os.path.join(minilm_dir, "vocab.txt")
+    local_folder, local = local_run
+    beam = run(corpus_files, vocab, tmp_path / "beam" / "train", *BEAM)
+    assert_same_shards(tmp_path / "beam", local_folder)
     assert comparable(beam) == comparable(local)
     with open(tmp_path / "beam" / "train.summary.json", encoding="utf-8") as f:
         assert comparable(json.load(f)) == comparable(local)
     # A rerun keeps the complete shards (nothing to run).
     again = run(corpus_files, vocab, tmp_path / "beam" / "train", *BEAM)
     assert again["skipped_shards"] == 3 and again["examples_this_run"] == 0
+
+
+def test_beam_reads_and_writes_urls(corpus_files, minilm_dir, local_run, tmp_path,
+                                    monkeypatch, capsys):
+    """The corpus (a glob), the vocabulary, the shards and the summary at URLs of a Beam
+    file system (bertfs://, a stand-in for gs://: tests/beam_urlfs.py), on worker
+    processes: the local engine's bytes and summary, nothing else left in the "bucket", a
+    rerun keeps the shards. The local engine refuses a URL, and Beam a scheme it has no
+    file system for, in one line, before writing anything."""
+    from tests import beam_urlfs  # noqa: F401  (registers bertfs:// with Beam)
+    bucket = tmp_path / "bucket"
+    monkeypatch.setenv("BERT_TF_URLFS_ROOT", str(bucket))
+    os.makedirs(bucket / "corpus")
+    for path in corpus_files:
+        shutil.copy(path, bucket / "corpus")
+    shutil.copy(os.path.join(minilm_dir, "vocab.txt"), bucket / "vocab.txt")
+    local_folder, local = local_run
+    urls = ["bertfs://corpus/part*.txt"], "bertfs://vocab.txt", "bertfs://shards/train"
+    beam = run(*urls, *BEAM)
+    assert_same_shards(bucket / "shards", local_folder)
+    assert beam["shards"][0]["path"] == "bertfs://shards/train-00000-of-00003"
+    assert comparable(beam, places=True) == comparable(local, places=True)
+    assert beam["config"]["inputs"][0]["path"] == "bertfs://corpus/part0.txt"
+    with open(bucket / "shards" / "train.summary.json", encoding="utf-8") as f:
+        assert json.load(f) == beam
+    assert sorted(os.listdir(bucket)) == ["corpus", "shards", "vocab.txt"]
+    again = run(*urls, *BEAM)
+    assert again["skipped_shards"] == 3 and again["examples_this_run"] == 0
+    capsys.readouterr()
+
+    def refused(*args):
+        with pytest.raises(SystemExit) as exit_info:
+            run(*args)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exit_info.value.code == 1 and len(err) == 1, err
+        return err[0]
+    assert refused(*urls[:2], "bertfs://other/train") == (
+        "error: --input_file: bertfs://corpus/part*.txt is a URL: only the Beam engine "
+        "(--runner=..., Apache Beam's file systems) reads and writes URLs; give a local path")
+    assert refused(*urls[:2], "nope://bucket/train", *BEAM) == (
+        "error: --output_file: nope://bucket/train: Apache Beam has no file system for "
+        "nope://")
+    assert refused(*urls[:2], "bertfs://corpus/part0.txt", "--num_shards=1", *BEAM) == (
+        "error: --output_file=bertfs://corpus/part0.txt is the input "
+        "--input_file=bertfs://corpus/part0.txt: writing it would destroy the input; "
+        "choose another --output_file")
+    assert sorted(os.listdir(bucket)) == ["corpus", "shards", "vocab.txt"]
+    assert sorted(os.listdir(bucket / "corpus")) == ["part0.txt", "part1.txt", "part2.txt"]
 
 
 @pytest.mark.parametrize("case", ["missing", "empty", "latin1"])
@@ -87,3 +159,20 @@ def test_beam_bad_input_is_the_local_engines_one_line(case, minilm_dir, tmp_path
         lines.append(err[0])
         assert not out.exists() or os.listdir(out) == [], case
     assert lines[0] == lines[1]
+
+
+def test_an_unknown_flag_after_ours_is_refused(minilm_dir, tmp_path, capsys):
+    """Beam drops a pipeline option it does not know with a warning in its log; a misspelt
+    one (here --direct_num_worker) would quietly change the run, so it is refused in one
+    line, before any file is written."""
+    source = tmp_path / "in.txt"
+    source.write_text("One sentence here.\nAnother one.\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        cpd.main([f"--input_file={source}", f"--output_file={tmp_path / 'out' / 'train'}",
+                  f"--vocab_file={os.path.join(minilm_dir, 'vocab.txt')}", "--quiet",
+                  "--runner=DirectRunner", "--direct_num_worker=2"])
+    assert exit_info.value.code == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: --direct_num_worker: not a flag of create_pretraining_data, nor one of "
+        "Apache Beam's pipeline options"]
+    assert sorted(os.listdir(tmp_path)) == ["in.txt"]

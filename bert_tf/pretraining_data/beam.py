@@ -13,8 +13,9 @@ number of workers. The pipeline:
     the shard's parts appended in block order to SHARD.tmp, renamed into place
 
 then this process writes the summary from the shards' counts, as the local engine does.
-Part files and shards are written through the local file system: the workers must see the
-output folder (one machine, or a shared mount); `gs://` outputs are not supported yet.
+Inputs, the vocabulary, part files, shards and the summary go through storage.py: local
+paths (the workers must then see them: one machine or a shared mount) or URLs that every
+worker reaches through Beam's file systems (`gs://` on Dataflow).
 """
 
 import collections
@@ -26,11 +27,9 @@ import sys
 import tempfile
 import time
 
-from bert_tf.files import write_json
-from bert_tf.pretraining_data import inputs
+from bert_tf.pretraining_data import inputs, storage
 from bert_tf.pretraining_data.errors import InputError
 from bert_tf.pretraining_data import shards as shards_lib
-from bert_tf.pretraining_data.shards import append_file, remove_temporaries
 
 METRICS_NAMESPACE = "create_pretraining_data"
 # Counts also reported as Beam metrics while the pipeline runs (the runner's UI shows them).
@@ -53,8 +52,16 @@ def _beam():
     return apache_beam
 
 
-def check_available():
-    _beam()
+def check_available(pipeline_args=()):
+    """InputError (one line) when Beam is not installed or a flag after ours is not one of
+    Beam's pipeline options (Beam itself would only warn and drop it)."""
+    options = _beam().options.pipeline_options.PipelineOptions(list(pipeline_args))
+    known = set(options.get_all_options())
+    unknown = [k for k in options.get_all_options(retain_unknown_options=True)
+               if k not in known]
+    if unknown:
+        raise InputError(f"--{unknown[0]}: not a flag of create_pretraining_data, nor one of "
+                         f"Apache Beam's pipeline options")
 
 
 def block_jobs(plan):
@@ -73,6 +80,10 @@ def block_jobs(plan):
 
 def _entry_path(shard_path):
     return f"{shard_path}.tmp-entry.json"
+
+
+def _write_entry(path, entry):
+    storage.write_text(_entry_path(path), json.dumps(entry, indent=2, sort_keys=True) + "\n")
 
 
 def _run_block(job, settings, shards):
@@ -95,21 +106,20 @@ def _write_shard(shard_parts, shards):
     shard, parts = shard_parts
     path = shards[shard]
     parts = sorted(parts)
-    if not (os.path.exists(path) and os.path.exists(_entry_path(path))):
+    if not (storage.exists(path) and storage.exists(_entry_path(path))):
         counts = collections.Counter()
-        with open(f"{path}.tmp", "wb") as f:
+        with storage.open_write(f"{path}.tmp") as f:
             for _, part, part_counts in parts:
-                append_file(part, f)
+                storage.copy_into(part, f)
                 counts.update(part_counts)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(f"{path}.tmp", path)
-        write_json(_entry_path(path), {"path": path, "bytes": os.path.getsize(path),
-                                       "examples": counts["examples"],
-                                       "counts": dict(counts)})
+            if not storage.is_url(path):
+                f.flush()
+                os.fsync(f.fileno())
+        storage.replace(f"{path}.tmp", path)
+        _write_entry(path, {"path": path, "bytes": storage.getsize(path),
+                            "examples": counts["examples"], "counts": dict(counts)})
     for _, part, _ in parts:
-        if os.path.exists(part):
-            os.remove(part)
+        storage.remove(part)
 
 
 def collect_entries(plan):
@@ -118,11 +128,9 @@ def collect_entries(plan):
     entries = dict(plan.done)
     for path in plan.shards:
         entry_file = _entry_path(path)
-        if path not in entries and os.path.exists(entry_file) and os.path.exists(path):
-            with open(entry_file, encoding="utf-8") as f:
-                entries[path] = json.load(f)
-        if os.path.exists(entry_file):
-            os.remove(entry_file)
+        if path not in entries and storage.exists(entry_file) and storage.exists(path):
+            entries[path] = json.loads(storage.read_bytes(entry_file))
+        storage.remove(entry_file)
     return entries
 
 
@@ -130,6 +138,22 @@ def write_summary(plan, entries, seconds, complete):
     this_run = sum(e["examples"] for p, e in entries.items() if p not in plan.done)
     return shards_lib.write_summary(plan.summary_path, plan.shards, entries, plan.config,
                                     seconds, complete, len(plan.done), this_run)
+
+
+def _options(beam, plan, pipeline_args):
+    """The pipeline's options: Beam's flags, and as plugins the file systems this run's URLs
+    need (the workers import them; Dataflow's runner adds them itself, the others not)."""
+    options = beam.options.pipeline_options.PipelineOptions(pipeline_args)
+    setup = options.view_as(beam.options.pipeline_options.SetupOptions)
+    plugins = list(setup.beam_plugins or [])
+    for path in plan.files + plan.shards + [plan.settings.vocab_file]:
+        if storage.is_url(path):
+            system = type(storage.file_system(path))
+            name = f"{system.__module__}.{system.__qualname__}"
+            if name not in plugins:
+                plugins.append(name)
+    setup.beam_plugins = plugins or None
+    return options
 
 
 def _one_line(error):
@@ -153,12 +177,12 @@ def write_shards(plan, pipeline_args):
     # process's stderr) go to a file, so that a failure is one line here.
     log = tempfile.NamedTemporaryFile(prefix="create_pretraining_data-beam-", suffix=".log",
                                       delete=False)
-    print(f"Beam's log: {log.name}", flush=True)
+    print(f"Beam's log (kept if the pipeline fails): {log.name}", flush=True)
     sys.stderr.flush()
     saved_stderr = os.dup(2)
     os.dup2(log.fileno(), 2)
     try:
-        options = beam.options.pipeline_options.PipelineOptions(pipeline_args)
+        options = _options(beam, plan, pipeline_args)
         with beam.Pipeline(options=options) as pipeline:
             _ = (pipeline
                  | "Blocks" >> beam.Create(jobs)
@@ -172,7 +196,7 @@ def write_shards(plan, pipeline_args):
             write_summary(plan, entries, time.time() - start, complete=False)
         for path in plan.shards:
             if path not in entries:
-                remove_temporaries(path)
+                storage.remove_temporaries(path)
         line = _one_line(e)
         if line:
             raise InputError(line) from None
@@ -187,9 +211,9 @@ def write_shards(plan, pipeline_args):
     # A shard no block reached (none of the blocks fell in it) is an empty file, as the
     # local engine leaves it; check_written refuses it.
     for path in plan.shards:
-        if path not in plan.done and not os.path.exists(path):
-            open(path, "wb").close()
-            write_json(_entry_path(path), {"path": path, "bytes": 0, "examples": 0,
-                                           "counts": {}})
+        if path not in plan.done and not storage.exists(path):
+            storage.open_write(path).close()
+            _write_entry(path, {"path": path, "bytes": 0, "examples": 0, "counts": {}})
+    os.remove(log.name)     # kept only when the pipeline failed
     entries = collect_entries(plan)
     return write_summary(plan, entries, time.time() - start, complete=True), entries

@@ -13,7 +13,7 @@ import zlib
 import numpy as np
 
 from bert_tf.pretraining_data import instances as instances_lib
-from bert_tf.pretraining_data import masking, records, segmenters
+from bert_tf.pretraining_data import masking, records, segmenters, storage
 from bert_tf.pretraining_data.inputs import decode, load_vocab, parse_documents, read_block
 from bert_tf.pretraining_data.tokenizer import CachedTokenizer
 from bert_tf.text_rules import CLS_TOKEN, CONTINUATION_PREFIX, MASK_TOKEN, SEP_TOKEN
@@ -148,7 +148,7 @@ def _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats
         data = frame_records(pending)     # numpy uint8: written without a copy
         f.write(compressor.compress(data) if compressor else data)
 
-    with open(part_path, "wb") as f:
+    with storage.open_write(part_path) as f:
         for lo in range(0, n, BATCH):
             sel = order[lo:lo + BATCH]
             ids, segment_ids, input_mask, candidate, n_tokens = pack(
@@ -223,7 +223,7 @@ def check_text(data, segments):
         if at < length:
             if path is None:
                 break
-            with open(path, "rb") as f:
+            with storage.open_read(path) as f:
                 line = f.read(start + at).count(b"\n") + 1
             raise NotText(f"--input_file: {path}:{line}: {what}; expected UTF-8 text")
         at -= length
@@ -238,8 +238,7 @@ def run_job(settings, job):
     try:
         return process_block(settings, index, data, part_path)
     except OSError as e:
-        if os.path.exists(part_path):
-            os.remove(part_path)
+        storage.remove(part_path)
         if e.filename or not e.errno:
             raise
         # A full disk: said of the shard being written (the part is its temporary piece).

@@ -20,6 +20,7 @@ import os
 import re
 
 from bert_tf import text_rules
+from bert_tf.pretraining_data import storage
 from bert_tf.text_rules import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN, UNK_TOKEN
 
 # The tokens the pretraining data is made of, besides the text's.
@@ -77,10 +78,11 @@ def load_vocab(vocab_file):
     the special tokens the pretraining data needs, its lines worded for --vocab_file.
 
     Raises ValueError with one line naming the file: unreadable, not UTF-8, empty, a blank
-    line, a repeated token, or no [UNK], [CLS], [SEP] or [MASK].
+    line, a repeated token, or no [UNK], [CLS], [SEP] or [MASK]. A URL (the Beam engine's
+    gs://...) is read through a local copy.
     """
     try:
-        return text_rules.load_vocab(vocab_file, required=PRETRAINING_TOKENS)
+        return text_rules.load_vocab(storage.local_copy(vocab_file), required=PRETRAINING_TOKENS)
     except OSError as e:
         raise ValueError(f"--vocab_file: cannot read {vocab_file}: {e.strerror}") from None
     except text_rules.VocabError as e:
@@ -184,7 +186,7 @@ def iter_blocks(paths, block_bytes, input_format="lines", read_size=1 << 18):
 
     def stream():
         for path in paths:
-            with open(path, "rb") as f:
+            with storage.open_read(path) as f:
                 at = 0
                 while True:
                     data = f.read(read_size)
@@ -227,7 +229,7 @@ def read_block(segments):
         if path is None:
             parts.append(SEPARATOR[:length])
             continue
-        with open(path, "rb") as f:
+        with storage.open_read(path) as f:
             f.seek(start)
             data = f.read(length)
         if len(data) != length:

@@ -14,14 +14,13 @@ works on a block itself (tokenizer.py says why the main process stays small).
 
 import collections
 import dataclasses
-import hashlib
 import os
 
 from bert_tf import file_patterns
 from bert_tf.checks import check_not_inputs, check_seq_length
-from bert_tf.pretraining_data import inputs, segmenters
+from bert_tf.pretraining_data import inputs, segmenters, storage
 from bert_tf.pretraining_data.errors import InputError, Stopped, stop_on_signals
-from bert_tf.pretraining_data.shards import ShardWriter, remove_temporaries, shard_paths
+from bert_tf.pretraining_data.shards import ShardWriter, shard_paths
 from bert_tf.pretraining_data.summary import check_no_stale_shards, read_previous
 
 
@@ -52,16 +51,35 @@ def check_args(args):
             raise InputError(str(e)) from None
 
 
+def check_places(args):
+    """InputError (one line) when a path cannot be reached: the local engine takes local
+    paths only; the Beam engine reaches URLs (gs://...) through Beam's file systems, each
+    URL's scheme served by one."""
+    outputs = [p for p in (args.output_file or "").split(",") if p]
+    flags = ([("--input_file", p) for p in file_patterns.split_patterns(args.input_file or "")]
+             + [("--output_file", p) for p in outputs] + [("--vocab_file", args.vocab_file)])
+    if not args.runner:
+        storage.check_local(flags + [("--tfds_data_dir", args.tfds_data_dir)])
+        return
+    if storage.is_url(args.tfds_data_dir):
+        raise InputError(f"--tfds_data_dir: {args.tfds_data_dir} is a URL: the split's text "
+                         f"is exported beside the dataset, in a local folder; prepare the "
+                         f"dataset on a local or mounted disk")
+    for flag, path in flags:
+        if storage.is_url(path):
+            storage.check_url(flag, path)
+
+
 def expand_inputs(patterns):
     """Comma-separated globs -> files (sorted within each glob, globs in order); a path
     that exists as written is taken literally, and globs skip side files (file_patterns)."""
     files = []
     for pattern in file_patterns.split_patterns(patterns):
-        matched = file_patterns.match(pattern)
+        matched = file_patterns.match(pattern, storage.glob, storage.exists)
         if not matched:
             raise InputError(f"--input_file: no file matches {pattern!r}")
         for path in matched:
-            if not os.path.isfile(path):
+            if not storage.isfile(path):
                 raise InputError(f"--input_file: {path} is not a file")
             if path not in files:
                 files.append(path)
@@ -70,15 +88,10 @@ def expand_inputs(patterns):
     return files
 
 
-def file_sha256(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
 def make_settings(args):
     """The Settings the workers run with (everything the output depends on)."""
     return inputs.Settings(
-        vocab_file=os.path.abspath(args.vocab_file), do_lower_case=args.do_lower_case,
+        vocab_file=storage.absolute(args.vocab_file), do_lower_case=args.do_lower_case,
         # With --masking=none the segmenter's words go into the shards as marks, for
         # run_pretraining --masking=dynamic --do_whole_word_mask.
         do_whole_word_mask=args.do_whole_word_mask or (
@@ -101,12 +114,12 @@ def make_config(args, files, sizes, settings, vocab, shards):
         "settings": {k: v for k, v in settings.__dict__.items() if k != "vocab_file"
                      and (k, v) not in (("masking", "static"), ("next_sentence", "nsp"),
                                         ("chinese_word_segmenter", None))},
-        "vocab": {"path": settings.vocab_file, "sha256": file_sha256(args.vocab_file),
+        "vocab": {"path": settings.vocab_file, "sha256": storage.sha256(args.vocab_file),
                   "size": len(vocab)},
-        "inputs": [{"path": os.path.abspath(p), "bytes": s,
-                    "mtime_ns": os.stat(p).st_mtime_ns} for p, s in zip(files, sizes)],
+        "inputs": [{"path": storage.absolute(p), "bytes": s,
+                    "mtime_ns": storage.mtime_ns(p)} for p, s in zip(files, sizes)],
         "block_size_kb": args.block_size_kb,
-        "shards": [os.path.abspath(p) for p in shards],
+        "shards": [storage.absolute(p) for p in shards],
     }
     if settings.chinese_word_segmenter:     # its dictionary decides the words
         config["segmenter"] = segmenters.version(settings.chinese_word_segmenter)
@@ -145,6 +158,7 @@ def prepare(args):
     """Checks the flags and inputs before any work (InputError, one line) and plans the
     run; a previous run's complete shards are kept, its temporary files removed."""
     check_args(args)
+    check_places(args)
     write_export = None
     if args.input_tfds:
         # The split's text as a JSON-lines file beside the dataset (tfds_input.py): its
@@ -156,7 +170,7 @@ def prepare(args):
         files = [path]
     else:
         files = expand_inputs(args.input_file)
-        if sum(os.path.getsize(p) for p in files) == 0:
+        if sum(storage.getsize(p) for p in files) == 0:
             raise InputError(f"--input_file: {', '.join(files)}: no text (empty)")
     try:
         vocab = inputs.load_vocab(args.vocab_file)   # fails here, before any work, if bad
@@ -169,15 +183,15 @@ def prepare(args):
     check_no_stale_shards(args.output_file, summary_path, shards)
     if write_export is not None:
         write_export()
-    sizes = [os.path.getsize(p) for p in files]
+    sizes = [storage.getsize(p) for p in files]
     for path in shards + [summary_path]:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        storage.makedirs_for(path)
     settings = make_settings(args)
     config = make_config(args, files, sizes, settings, vocab, shards)
     done = read_previous(summary_path, shards, config)
     for path in shards:
         if path not in done:
-            remove_temporaries(path)
+            storage.remove_temporaries(path)
     total = inputs.stream_size(files, sizes)
     return Plan(files, shards, summary_path, settings, config, done, total,
                 block_size(total, len(shards), args.block_size_kb), args.input_format)
@@ -281,7 +295,7 @@ def _clean_up(plan, writer, pool, finished):
         complete = writer.entries if writer is not None else plan.done
         for path in plan.shards:
             if path not in complete:
-                remove_temporaries(path)
+                storage.remove_temporaries(path)
 
 
 def check_written(plan, summary, written):
@@ -290,8 +304,7 @@ def check_written(plan, summary, written):
     empty = [p for p in plan.shards if written.get(p, {}).get("examples") == 0]
     if summary["examples"] == 0 or empty:
         for path in plan.shards + [plan.summary_path]:
-            if os.path.exists(path):
-                os.remove(path)
+            storage.remove(path)
     if summary["examples"] == 0:
         raise InputError(f"--input_file: no examples: no document in "
                          f"{', '.join(plan.files)} has a token")
@@ -308,7 +321,7 @@ def run(args):
     pipeline options."""
     if args.runner:
         from bert_tf.pretraining_data import beam
-        beam.check_available()
+        beam.check_available(args.beam_args)
     plan = prepare(args)
     if args.runner:
         summary, written = beam.write_shards(plan, args.beam_args)

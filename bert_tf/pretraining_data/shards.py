@@ -6,12 +6,11 @@ main process, which stays small (tokenizer.py says why).
 
 import collections
 import contextlib
-import glob
+import json
 import os
-import shutil
 import time
 
-from bert_tf.files import write_json
+from bert_tf.pretraining_data import storage
 from bert_tf.pretraining_data.errors import InputError
 from bert_tf.pretraining_data.summary import summarize
 
@@ -33,34 +32,6 @@ def shard_paths(output_file, num_shards):
         return outputs, outputs[0] + ".summary.json"
     return [f"{outputs[0]}-{i:05d}-of-{n:05d}" for i in range(n)], \
         outputs[0] + ".summary.json"
-
-
-def append_file(src_path, dst):
-    """Appends a file to an open binary file, in the kernel where it can (sendfile)."""
-    dst.flush()
-    with open(src_path, "rb") as src:
-        size = os.fstat(src.fileno()).st_size
-        sent = 0
-        try:
-            while sent < size:
-                n = os.sendfile(dst.fileno(), src.fileno(), sent, size - sent)
-                if n == 0:
-                    break
-                sent += n
-        except (AttributeError, OSError):
-            pass   # no sendfile here: copy what is left in Python
-        if sent < size:
-            src.seek(sent)
-            dst.seek(0, os.SEEK_END)
-            shutil.copyfileobj(src, dst, 1 << 20)
-
-
-def remove_temporaries(path):
-    for tmp in glob.glob(glob.escape(path) + ".tmp*"):
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
 
 
 class ShardProgress:
@@ -95,7 +66,7 @@ def write_summary(summary_path, shards, entries, config, seconds, complete, skip
         counts.update(entry["counts"])
     summary = summarize(counts, [entries[p] for p in shards if p in entries], config,
                         seconds, complete, skipped, examples_this_run)
-    write_json(summary_path, summary, indent=1, sort_keys=False, ensure_ascii=True)
+    storage.write_text(summary_path, json.dumps(summary, indent=1, ensure_ascii=True) + "\n")
     return summary
 
 
@@ -123,7 +94,7 @@ class ShardWriter:
         self._advance_to(shard)
         if self.file is None:
             self.file = open(f"{self.shards[shard]}.tmp", "wb")
-        append_file(part, self.file)
+        storage.append_file(part, self.file)
         os.remove(part)
         stats = collections.Counter(stats)
         stats["input_bytes"] += block.length

@@ -6,9 +6,9 @@ refuse a set of shards an earlier run wrote with another --num_shards.
 
 import collections
 import json
-import os
 import sys
 
+from bert_tf.pretraining_data import storage
 from bert_tf.pretraining_data.errors import InputError
 
 
@@ -50,17 +50,16 @@ def summarize(counts, shards, config, seconds, complete, skipped, examples_this_
 def read_previous(summary_path, shards, config):
     """Shards a previous run with the same config completed: path -> its summary entry."""
     try:
-        with open(summary_path, encoding="utf-8") as f:
-            previous = json.load(f)
+        previous = json.loads(storage.read_bytes(summary_path))
     except (OSError, ValueError):
         return {}
     if previous.get("config") != config:
         return {}
-    by_abspath = {os.path.abspath(p): p for p in shards}
+    by_abspath = {storage.absolute(p): p for p in shards}
     done = {}
     for entry in previous.get("shards", []):
-        path = by_abspath.get(os.path.abspath(str(entry.get("path"))))
-        if path and os.path.isfile(path) and os.path.getsize(path) == entry.get("bytes"):
+        path = by_abspath.get(storage.absolute(str(entry.get("path"))))
+        if path and storage.isfile(path) and storage.getsize(path) == entry.get("bytes"):
             done[path] = dict(entry, path=path)
     return done
 
@@ -70,13 +69,12 @@ def check_no_stale_shards(output_file, summary_path, shards):
     this run would not write over (another --num_shards): left there, they would be read
     with the new ones by the same glob, two sets of examples mixed without a word."""
     try:
-        with open(summary_path, encoding="utf-8") as f:
-            previous = json.load(f)
+        previous = json.loads(storage.read_bytes(summary_path))
         listed = [str(entry.get("path")) for entry in previous.get("shards", [])]
     except (OSError, ValueError, AttributeError, TypeError):
         return
-    ours = {os.path.abspath(p) for p in shards}
-    stale = [p for p in listed if os.path.abspath(p) not in ours and os.path.isfile(p)]
+    ours = {storage.absolute(p) for p in shards}
+    stale = [p for p in listed if storage.absolute(p) not in ours and storage.isfile(p)]
     if stale:
         more = f" and {len(stale) - 1} more" if len(stale) > 1 else ""
         raise InputError(
