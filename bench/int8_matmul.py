@@ -21,13 +21,12 @@ The quantized kernel has no implementation without oneDNN (TF_ENABLE_ONEDNN_OPTS
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import machine, write_section  # noqa: E402
+from bench.common import machine, median_time, write_section  # noqa: E402
 
 # (what, tokens, in, out): MiniLM (H=384, I=1536) and BERT-base (H=768, I=3072) matmuls at
 # batch 1 (one 24-token row, run_by_length's width for an 18-piece text) and batch 32 of
@@ -91,14 +90,8 @@ def build(tf, x, w):
 
 
 def timed(fn, calls, repeats):
-    fn()
-    blocks = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        blocks.append((time.perf_counter() - start) / calls * 1e3)
-    return float(np.median(blocks))
+    """Median milliseconds per call over `repeats` blocks of `calls` calls."""
+    return median_time(lambda: [fn() for _ in range(calls)], repeats) / calls * 1e3
 
 
 def main():
