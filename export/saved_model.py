@@ -52,10 +52,15 @@ def build_module(task, checkpoint_dir, vocab_file=None, do_lower_case=True,
     run's output directory for the fine-tuned tasks). max_seq_length None: the run's own
     (128 for the pretrained tasks). max_text_bytes: the longest text a request may send
     (export/limits.py). freeze_weights: the weights as constants
-    (ServingModule.freeze_weights)."""
+    (ServingModule.freeze_weights). dtype "int8": the float32 model with its encoder's
+    dense layers on int8 weights (export/int8.py), frozen."""
     module = _build_module(task, checkpoint_dir, vocab_file, do_lower_case,
-                           max_seq_length, dtype, top_k, max_text_bytes)
-    if freeze_weights:
+                           max_seq_length, "float32" if dtype == "int8" else dtype, top_k,
+                           max_text_bytes)
+    if dtype == "int8":
+        from export.int8 import quantize_encoder
+        quantize_encoder(module.model)
+    if freeze_weights or dtype == "int8":
         module.freeze_weights()
     return module
 
@@ -184,7 +189,11 @@ def main(argv=None):
     boolean(p, "--do_lower_case", default=True)
     p.add_argument("--max_seq_length", type=int, default=None,
                    help="tokens per sequence (default: the fine-tuning run's, else 128)")
-    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "int8"),
+                   help="int8: the encoder's dense layers on int8 weights, their inputs "
+                        "quantized per batch (ONNX Runtime's dynamic scheme; needs "
+                        "TensorFlow's oneDNN kernels; implies frozen weights; "
+                        "docs/serving.md)")
     p.add_argument("--top_k", type=int, default=5, help="fill_mask: tokens per mask")
     boolean(p, "--freeze_weights", default=False,
             help="the weights as constants in the signatures (a frozen graph) instead of "

@@ -121,14 +121,19 @@ def assert_invalid_argument(fn, **inputs):
 
 # ----------------------------------------------------------------------------- classification
 
+def pair_classifier_run(root):
+    """The run directory of a tiny random 3-label classifier of text pairs."""
+    return make_run_dir(root, "glue", {
+        "task": "glue", "task_name": "custom", "labels": ["neg", "neutral", "pos"],
+        "regression": False, "num_classes": 3, "text_inputs": ["text_a", "text_b"],
+        "dropout": None}, lambda e: BertClassifier(e, 3), seed=1)
+
+
 @pytest.fixture(scope="module")
 def classifier_runs(tmp_path_factory):
     """A pair classifier and a single-text regressor, both exported."""
     root = tmp_path_factory.mktemp("classification")
-    pair = make_run_dir(str(root / "run_pair"), "glue", {
-        "task": "glue", "task_name": "custom", "labels": ["neg", "neutral", "pos"],
-        "regression": False, "num_classes": 3, "text_inputs": ["text_a", "text_b"],
-        "dropout": None}, lambda e: BertClassifier(e, 3), seed=1)
+    pair = pair_classifier_run(str(root / "run_pair"))
     single = make_run_dir(str(root / "run_single"), "glue", {
         "task": "glue", "task_name": "stsb", "labels": None, "regression": True,
         "num_classes": 1, "text_inputs": ["text_a"], "dropout": None},

@@ -1,0 +1,81 @@
+"""int8 serving (`export.saved_model --dtype int8`): the encoder's matmuls on int8 weights.
+
+ONNX Runtime's dynamic quantization, built from stock TensorFlow ops: each transformer
+block's four dense layers (query/key/value, attention output, intermediate, output) keep
+their weights as int8 constants (symmetric, one scale per matrix) and quantize their input
+per call to uint8 over the batch's [min, max] (with 0 inside it; ONNX Runtime also rounds
+the zero point to an integer, here it stays exact); oneDNN's u8 x s8 kernel
+(QuantizedMatMulWithBiasAndDequantize, VNNI where the CPU has it) multiplies and returns
+float32, the zero point's share taken off through the bias. Everything else (embeddings,
+attention's own matmuls, softmax, LayerNorm, the heads) stays float32. The weights are
+frozen into the signatures (ServingModule.freeze_weights).
+
+Where it pays: at batch 32 the quantized matmuls are 2.4-3.2x float32's and 1.2-1.7x
+bfloat16's; at batch 1 they are slower (bench/int8_matmul.py). The kernel is oneDNN's:
+TensorFlow's x86 pip builds have it (TF_ENABLE_ONEDNN_OPTS on, the default), a build
+without oneDNN has no kernel for it and the signatures then fail with an error instead of
+answering (tests/test_export_int8.py).
+"""
+
+import numpy as np
+import tensorflow as tf
+
+
+class Int8Dense:
+    """A float32 Dense layer's inference (x @ kernel + bias on [rows, in]) with int8
+    weights and a per-call uint8 quantization of x. `kernel` and `bias` stay readable as
+    float32 (a transformer block reads the query/key/value kernel's columns directly for
+    its [CLS]-only pass, which stays float32)."""
+
+    def __init__(self, dense):
+        kernel = np.asarray(dense.kernel, np.float32)
+        self.kernel = kernel
+        self.bias = np.asarray(dense.bias, np.float32)
+        self.units = kernel.shape[1]
+        self.weight_max = max(float(np.abs(kernel).max()), 1e-12)
+        self.weights = np.clip(np.round(kernel * (127.0 / self.weight_max)),
+                               -127, 127).astype(np.int8)
+        # Column sums of the dequantized weights: the zero point's share of the product.
+        self.column_sums = (self.weights.astype(np.float32)
+                            * (self.weight_max / 127.0)).sum(axis=0)
+
+    def __call__(self, x):
+        dtype = x.dtype
+        x = tf.cast(x, tf.float32)
+        # uint8 over [min(x, 0), max(x, 0)] in one op (QuantizeV2, MIN_FIRST):
+        # q = round((x - low) / s), s = (high - low) / 255.
+        low = tf.minimum(tf.reduce_min(x), 0.0)
+        high = tf.maximum(tf.reduce_max(x), 1e-6 + low)
+        quantized = tf.quantization.quantize(x, low, high, tf.quint8, mode="MIN_FIRST")
+        low = quantized.output_min
+        scale = (quantized.output_max - low) / 255.0
+        # x = s * q + low: the product is s * q @ w plus low times the weights' column
+        # sums, which goes to the bias.
+        out = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
+            a=quantized.output, b=tf.bitcast(tf.constant(self.weights), tf.qint8),
+            bias=tf.constant(self.bias) + low * tf.constant(self.column_sums),
+            min_a=0.0, max_a=255.0 * scale,
+            min_b=-self.weight_max, max_b=self.weight_max,
+            min_freezed_output=0.0, max_freezed_output=1.0,
+            Toutput=tf.float32, input_quant_mode="SCALED")
+        # Without oneDNN the op has no real kernel and gives an empty tensor: an error
+        # here, not a wrong answer.
+        return tf.cast(tf.ensure_shape(out, [None, self.units]), dtype)
+
+
+DENSE_LAYERS = ("qkv", "attention_output", "intermediate", "output_dense")
+
+
+def quantize_encoder(model):
+    """Replaces the dense layers of every transformer block of `model`'s encoder by
+    Int8Dense (in place; the model then only serves). Returns the number replaced."""
+    encoder = getattr(model, "encoder", model)
+    count = 0
+    for block in encoder.blocks:
+        for name in DENSE_LAYERS:
+            layer = getattr(block, name)
+            if not isinstance(layer, Int8Dense):
+                # Keras tracks layers set as attributes; a plain object is not one.
+                object.__setattr__(block, name, Int8Dense(layer))
+                count += 1
+    return count

@@ -1,0 +1,116 @@
+"""`export.saved_model --dtype int8` (export/int8.py): the encoder's dense layers on int8
+weights through oneDNN's u8 x s8 kernel. The kernel computes exactly ONNX Runtime's
+dynamic scheme (checked against the scheme in NumPy), its error against float32 is that of
+the quantization; the export answers close to the float32 model, holds the quantized
+matmuls and no weight variables, and without oneDNN it fails instead of answering.
+(tests/test_export_tasks.py's C-API test loads an int8 export as TF Serving does.)"""
+
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from export.int8 import Int8Dense
+from export.saved_model import main
+from tests.test_export_tasks import (TEXTS_A, TEXTS_B, loaded_export, pair_classifier_run,
+                                     python_classify)
+
+QUANTIZED_OP = "QuantizedMatMulWithBiasAndDequantize"
+
+
+def dense_and_activations(seed=0, rows=64, n_in=96, n_out=80):
+    """A float32 Dense layer (BERT's weight scale) and inputs as a LayerNorm gives them,
+    with two outlier channels (what real BERT activations have)."""
+    rng = np.random.default_rng(seed)
+    dense = keras.layers.Dense(n_out, dtype="float32")
+    dense.build((None, n_in))
+    dense.kernel.assign(rng.standard_normal((n_in, n_out)) * 0.05)
+    dense.bias.assign(rng.standard_normal(n_out) * 0.1)
+    x = rng.standard_normal((rows, n_in)).astype(np.float32)
+    x[:, [3, 40]] *= 6.0
+    return dense, x
+
+
+def scheme_in_numpy(x, layer):
+    """The dynamic scheme: x as uint8 steps over [min(x, 0), max(x, 0)], times Int8Dense's
+    int8 weights, dequantized."""
+    low, high = min(x.min(), 0.0), max(x.max(), 0.0)
+    scale = (high - low) / 255.0
+    q = np.clip(np.round((x - low) / scale), 0, 255)
+    w = layer.weights.astype(np.float64) * (layer.weight_max / 127.0)
+    return (scale * q + low) @ w + layer.bias
+
+
+def test_int8_dense_is_the_dynamic_scheme_with_its_error():
+    dense, x = dense_and_activations()
+    layer = Int8Dense(dense)
+    graph = tf.function(layer).get_concrete_function(
+        tf.TensorSpec([None, x.shape[1]], tf.float32)).graph
+    assert QUANTIZED_OP in {op.type for op in graph.get_operations()}
+    got = layer(x).numpy()
+    want = dense(x).numpy()
+    scale = np.abs(want).max()
+    # The kernel is the scheme (to float32 rounding of an int32 accumulation)...
+    np.testing.assert_allclose(got, scheme_in_numpy(x, layer), atol=2e-5 * scale)
+    # ...whose error against float32 is the quantization's: small, and not zero.
+    error = np.abs(got - want).max() / scale
+    assert 1e-4 < error < 3e-2, error
+    assert np.array_equal(layer.weights, np.clip(np.round(
+        dense.kernel.numpy() * 127 / np.abs(dense.kernel.numpy()).max()), -127, 127))
+
+
+@pytest.fixture(scope="module")
+def int8_export(tmp_path_factory):
+    """A tiny classification run and its `--dtype int8` export (through the command)."""
+    root = tmp_path_factory.mktemp("int8")
+    run = pair_classifier_run(str(root / "run"))
+    path = main(["--task", "classification", "--checkpoint_dir", run,
+                 "--output_dir", str(root / "models"), "--dtype", "int8"])
+    return run, path
+
+
+def test_int8_export_answers_close_to_float32(int8_export):
+    run, path = int8_export
+    want, _ = python_classify(run, TEXTS_A, TEXTS_B)
+    got = loaded_export(path).signatures["serving_default"](
+        text_a=tf.constant(TEXTS_A), text_b=tf.constant(TEXTS_B))
+    # The tiny model's large random weights (initializer 0.5) make its logits, and the
+    # quantization's share of them, large: the bound is looser than MiniLM's
+    # (docs/benchmarks.md, "Serving precision and accuracy"), the labels the same.
+    difference = np.abs(got["probabilities"].numpy() - want["probabilities"]).max()
+    assert 1e-5 < difference < 0.1, difference
+    assert [x.decode() for x in got["label"].numpy()] == want["labels"]
+    # Every matmul of the encoder's dense layers is the quantized one (2 blocks: 4 in the
+    # first, 3 in the last's [CLS]-only pass, whose query/key/value matmul reads the float
+    # kernel's columns), and the export holds no weight variable.
+    saved = tf.saved_model.load(path)
+    graph = saved.signatures["serve_tokenized"].graph.as_graph_def()
+    ops = [node.op for f in graph.library.function for node in f.node_def] + \
+        [node.op for node in graph.node]
+    assert ops.count(QUANTIZED_OP) == 7, ops.count(QUANTIZED_OP)
+    names = [name for name, _ in tf.train.list_variables(
+        os.path.join(path, "variables", "variables"))]
+    assert not any("kernel" in n or "embeddings" in n for n in names), names
+
+
+def test_without_onednn_the_int8_export_fails_instead_of_answering(int8_export):
+    """A TensorFlow without oneDNN has no kernel for the quantized matmul (it gives an
+    empty tensor): the signature then raises instead of returning wrong numbers."""
+    _, path = int8_export
+    code = ("import sys, tensorflow as tf, tensorflow_text\n"
+            "f = tf.saved_model.load(sys.argv[1]).signatures['serving_default']\n"
+            "try:\n"
+            "    out = f(text_a=tf.constant(['a dog']), text_b=tf.constant(['x']))\n"
+            "except tf.errors.OpError as e:\n"
+            "    print('refused', str(e).splitlines()[0])\n"
+            "else:\n"
+            "    print('answered', out['probabilities'].numpy().tolist())\n")
+    done = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True,
+                          env=dict(os.environ, TF_ENABLE_ONEDNN_OPTS="0",
+                                   TF_CPP_MIN_LOG_LEVEL="2"), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("refused"), done.stdout
