@@ -20,6 +20,13 @@ import zlib
 BACKEND = os.environ.get("KERAS_BACKEND", "tensorflow")
 if BACKEND != "tensorflow":
     sys.modules["tensorflow"] = None  # `import tensorflow` now raises ImportError
+if __name__ == "__main__":  # the worker process only, not tests/test_backends.py's import
+    # Keras imports scikit-learn (its optional sklearn wrappers) when installed, as it is
+    # here for tests/test_metrics.py, and TensorFlow imports JAX (tf.lite's optional jit),
+    # installed here for the JAX worker; the model code uses neither (~1 s of start-up).
+    sys.modules["sklearn"] = None
+    if BACKEND == "tensorflow":
+        sys.modules["jax"] = None
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

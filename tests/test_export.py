@@ -1,3 +1,4 @@
+import functools
 import json
 import os
 import shutil
@@ -73,7 +74,15 @@ def fill_mask_export(minilm_dir, tmp_path_factory):
 
 
 def in_process_embeddings(minilm_dir, texts, seq_length=64):
-    """The Keras encoder + Python-side preprocessing, without the SavedModel."""
+    """The Keras encoder + Python-side preprocessing, without the SavedModel. Computed
+    once per (weights, texts, width): two tests compare against the same outputs, and
+    loading MiniLM costs seconds."""
+    return _in_process_embeddings(str(minilm_dir), tuple(texts), seq_length)
+
+
+@functools.lru_cache(maxsize=None)
+def _in_process_embeddings(minilm_dir, texts, seq_length):
+    texts = list(texts)
     tokenizer = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
     packer = BertPacker.from_tokenizer(tokenizer, seq_length)
     features = packer(tf.ragged.constant(tokenizer.encode(texts), dtype=tf.int32,
@@ -151,22 +160,42 @@ SAVED_MODEL_CLI = ("import sys, tensorflow_text; "
                    "from tensorflow.python.tools.saved_model_cli import main; "
                    "sys.argv[0] = 'saved_model_cli'; sys.exit(main())")
 
+# The same, for several saved_model_cli commands separated by "--then" in one process
+# (each further one after a line "=== saved_model_cli COMMAND"): one TensorFlow start-up
+# instead of one per command. A failing command ends the process with its status.
+SAVED_MODEL_CLI_COMMANDS = r"""
+import sys, tensorflow_text
+from tensorflow.python.tools.saved_model_cli import main
+commands = [[]]
+for arg in sys.argv[1:]:
+    commands.append([]) if arg == "--then" else commands[-1].append(arg)
+for i, args in enumerate(commands):
+    if i:
+        print("=== saved_model_cli " + args[0], flush=True)
+    sys.argv = ["saved_model_cli"] + args
+    try:
+        main()
+    except SystemExit as exit:
+        if exit.code:
+            raise
+"""
+
 
 @pytest.mark.slow
 def test_saved_model_cli_runs_with_string_inputs(embeddings_export, tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    # `run`, then `show --all`, in one process (see SAVED_MODEL_CLI_COMMANDS).
     result = subprocess.run(
-        [sys.executable, "-c", SAVED_MODEL_CLI, "run", "--dir", embeddings_export,
+        [sys.executable, "-c", SAVED_MODEL_CLI_COMMANDS, "run", "--dir", embeddings_export,
          "--tag_set", "serve", "--signature_def", "serving_default", "--input_exprs",
-         'text=["hello world", "second text"]', "--outdir", str(tmp_path / "cli")],
+         'text=["hello world", "second text"]', "--outdir", str(tmp_path / "cli"),
+         "--then", "show", "--dir", embeddings_export, "--all"],
         capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     pooled = np.load(tmp_path / "cli" / "pooled_output.npy")
     assert pooled.shape == (2, 384) and np.isfinite(pooled).all()
-    show = subprocess.run([sys.executable, "-c", SAVED_MODEL_CLI, "show", "--dir",
-                           embeddings_export, "--all"],
-                          capture_output=True, text=True, timeout=300, env=env)
-    assert "serve_tokenized" in show.stdout and "serve_examples" in show.stdout
+    show = result.stdout.split("=== saved_model_cli show\n", 1)[1]
+    assert "serve_tokenized" in show and "serve_examples" in show
 
 
 def test_hostile_inputs_give_defined_outputs(embeddings_export):

@@ -237,15 +237,23 @@ def test_classification_bfloat16_export_is_close_to_float32(classifier_runs):
     assert not np.allclose(got["probabilities"], want["probabilities"], atol=1e-6)
 
 
+@pytest.fixture(scope="module")
+def frozen_pair_export(classifier_runs, tmp_path_factory):
+    """The pair classifier exported with --freeze_weights, once per module: the frozen
+    weights test and the C API test both load it (a save costs seconds)."""
+    run, _ = classifier_runs["pair"]
+    return export(build_module("classification", run, None, True, freeze_weights=True),
+                  str(tmp_path_factory.mktemp("frozen") / "mrpc_frozen"))
+
+
 def test_frozen_weights_export_answers_as_the_variables_one(classifier_runs, swag_run,
-                                                           tmp_path):
+                                                           frozen_pair_export):
     """--freeze_weights: the weights as constants. The SavedModel, loaded by TF Serving's
     session loader, answers as the Keras model; it saves no variable of the model; the
     bfloat16 one is as close to float32 as the bfloat16 export with variables; and a
     model with [batch, choices, seq] inputs (SWAG) freezes the same way."""
     run, _ = classifier_runs["pair"]
-    path = export(build_module("classification", run, None, True, freeze_weights=True),
-                  str(tmp_path / "frozen"))
+    path = frozen_pair_export
     saved = [name for name, _ in tf.train.list_variables(
         os.path.join(path, "variables", "variables"))]
     assert not any("kernel" in n or "embeddings" in n for n in saved), saved
@@ -981,7 +989,7 @@ def c_requests(name):
 
 
 def test_c_api_client_loads_and_answers_like_python(all_exports, classifier_runs,
-                                                    tmp_path, c_client):
+                                                    frozen_pair_export, tmp_path, c_client):
     """Every task's export, loaded by a C program with the TensorFlow C API and only
     tf-text's op libraries (TF Serving's loader and op set, no Python): real texts, the
     hostile rows and a batch of 0 through serving_default, each answer equal to the
@@ -993,9 +1001,7 @@ def test_c_api_client_loads_and_answers_like_python(all_exports, classifier_runs
     exports = dict(all_exports)
     exports["stsb"] = export(build_module("classification", classifier_runs["single"][0],
                                           None, True), str(tmp_path / "stsb"))
-    exports["mrpc-frozen"] = export(build_module(
-        "classification", classifier_runs["pair"][0], None, True, freeze_weights=True),
-        str(tmp_path / "mrpc_frozen"))
+    exports["mrpc-frozen"] = frozen_pair_export
     assert len(exports) == 8
     for name, path in sorted(exports.items()):
         loaded = loaded_export(path).signatures

@@ -168,12 +168,26 @@ def test_eval_results_use_googles_keys(tmp_path, shards):
 
 # -- the command line, in subprocesses ---------------------------------------------------
 
+def _flags(shards, config_file, output_dir, *extra, steps=6):
+    return [f"--input_file={shards}", f"--output_dir={output_dir}",
+            f"--bert_config_file={config_file}", "--do_train", "--train_batch_size=16",
+            "--max_seq_length=32", "--max_predictions_per_seq=5",
+            f"--num_train_steps={steps}", "--num_warmup_steps=2", "--learning_rate=1e-3",
+            "--save_checkpoints_steps=2", "--shuffle_buffer=1", *extra]
+
+
+def _in_process(shards, config_file, output_dir, *extra, steps=6):
+    """_cli's run in this process: for the uninterrupted runs that other runs are compared
+    with, where a subprocess would only add TensorFlow's start-up (~5 CPU-seconds). The
+    run seeds initialisation, dropout and shuffling itself (--seed), so its losses and
+    weights are those of the same command in a fresh process."""
+    from bert_tf import run_pretraining
+    run_pretraining.main(_flags(shards, config_file, output_dir, *extra, steps=steps))
+
+
 def _cli(shards, config_file, output_dir, *extra, env=None, steps=6, popen=False):
-    cmd = [sys.executable, "-m", "bert_tf.run_pretraining", f"--input_file={shards}",
-           f"--output_dir={output_dir}", f"--bert_config_file={config_file}", "--do_train",
-           "--train_batch_size=16", "--max_seq_length=32", "--max_predictions_per_seq=5",
-           f"--num_train_steps={steps}", "--num_warmup_steps=2", "--learning_rate=1e-3",
-           "--save_checkpoints_steps=2", "--shuffle_buffer=1", *extra]
+    cmd = [sys.executable, "-m", "bert_tf.run_pretraining",
+           *_flags(shards, config_file, output_dir, *extra, steps=steps)]
     full_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, **(env or {}))
     if popen:
         return subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE,
@@ -193,7 +207,7 @@ def _losses(output_dir):
 @pytest.fixture(scope="module")
 def reference_run(tmp_path_factory, shards, config_file):
     out = str(tmp_path_factory.mktemp("reference"))
-    _cli(shards, config_file, out, "--strategy=one_device")
+    _in_process(shards, config_file, out, "--strategy=one_device")
     return out
 
 
@@ -255,8 +269,8 @@ def test_interrupted_runs_resume_bit_identically_with_dropout(tmp_path, shards):
     config.write_text(json.dumps({**TINY, "hidden_dropout_prob": 0.1,
                                   "attention_probs_dropout_prob": 0.1}))
     reference, out = str(tmp_path / "reference"), str(tmp_path / "resumed")
-    _cli(shards, str(config), reference, "--strategy=one_device", "--save_checkpoints_steps=4",
-         steps=12)
+    _in_process(shards, str(config), reference, "--strategy=one_device",
+                "--save_checkpoints_steps=4", steps=12)
     log = os.path.join(out, "train_log.jsonl")
     run = lambda: _cli(shards, str(config), out, "--strategy=one_device",  # noqa: E731
                        "--save_checkpoints_steps=4", steps=12, popen=True)
@@ -312,7 +326,7 @@ def test_no_checkpoint_is_written_after_a_diverged_update(tmp_path, shards, conf
     that check is bypassed here, in-process, so that the update can diverge.)"""
     from bert_tf import run_pretraining
     out = str(tmp_path / "run")
-    _cli(shards, config_file, out, "--strategy=one_device", steps=2)
+    _in_process(shards, config_file, out, "--strategy=one_device", steps=2)
     monkeypatch.setattr(run_pretraining, "check_resume", lambda *args: None)
     with pytest.raises(SystemExit) as exit_info:
         run_pretraining.main([
