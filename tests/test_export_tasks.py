@@ -995,14 +995,18 @@ def test_c_api_client_loads_and_answers_like_python(all_exports, classifier_runs
     hostile rows and a batch of 0 through serving_default, each answer equal to the
     Python-loaded model's; then the export's own warm-up file, replayed by the same
     process as a server does at load (its Python replay: test_exports_carry_...). An
-    export with its weights frozen into constants (--freeze_weights) loads and answers
-    the same way."""
+    export with its weights frozen into constants (--freeze_weights) and an int8 one
+    (--dtype int8: oneDNN's quantized matmul, which TF's C API library has) load and
+    answer the same way."""
     from export.warmup import WARMUP_FILE, prediction_log
     exports = dict(all_exports)
     exports["stsb"] = export(build_module("classification", classifier_runs["single"][0],
                                           None, True), str(tmp_path / "stsb"))
     exports["mrpc-frozen"] = frozen_pair_export
-    assert len(exports) == 8
+    exports["mrpc-int8"] = export(build_module(
+        "classification", classifier_runs["pair"][0], None, True, dtype="int8"),
+        str(tmp_path / "mrpc_int8"))
+    assert len(exports) == 9
     for name, path in sorted(exports.items()):
         loaded = loaded_export(path).signatures
         requests = str(tmp_path / f"{name}.requests")
