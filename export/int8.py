@@ -10,8 +10,9 @@ float32, the zero point's share taken off through the bias. Everything else (emb
 attention's own matmuls, softmax, LayerNorm, the heads) stays float32. The weights are
 frozen into the signatures (ServingModule.freeze_weights).
 
-Where it pays: at batch 32 the quantized matmuls are 2.4-3.2x float32's and 1.2-1.7x
-bfloat16's; at batch 1 they are slower (bench/int8_matmul.py). The kernel is oneDNN's:
+Where it pays: at batch 32 x 128 tokens the quantized matmuls are 2.5-3.3x float32's and
+1.25-2.0x bfloat16's; at batch 1 about float32's (bench/int8_matmul.py). It costs accuracy
+(docs/serving.md, "int8"). The kernel is oneDNN's:
 TensorFlow's x86 pip builds have it (TF_ENABLE_ONEDNN_OPTS on, the default), a build
 without oneDNN has no kernel for it and the signatures then fail with an error instead of
 answering (tests/test_export_int8.py).
