@@ -122,7 +122,10 @@ def main():
             "batch's min/max -> uint8 (QuantizeV2) -> `QuantizedMatMulWithBiasAndDequantize` "
             "(oneDNN's u8 x s8 kernel; the offset's share in the bias), ONNX Runtime's "
             "dynamic scheme; error = max |int8 - "
-            "float32| / max |float32|. Kernel only: on inputs quantized beforehand. "
+            "float32| / max |float32| on these random inputs (timings do not depend on the "
+            "values; the error does: a trained model's activations have outlier channels, and "
+            "what int8 costs a fine-tuned model is in \"Serving precision and accuracy\"). "
+            "Kernel only: on inputs quantized beforehand. "
             "BatchMatMulV3: int8 x int8 -> int32. Medians of "
             f"{args.repeats} blocks of calls in one process.\n\n" + table + "\n\n"
             f"Machine: {machine()}\n\nCommand: `python bench/int8_matmul.py --write`")

@@ -7,6 +7,7 @@ goes through tf.io.gfile (its rename is a copy there, as tf.io.gfile's always is
 """
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -63,6 +64,16 @@ def usual_mode(path):
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(path, 0o666 & ~umask)
+
+
+def file_sha256(path, open_file=None):
+    """The hex SHA-256 of a file's bytes, read in 1 MiB chunks. `open_file`: how to open
+    it for reading in binary (default: `open(path, "rb")`)."""
+    digest = hashlib.sha256()
+    with (open_file(path) if open_file else open(path, "rb")) as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def write_json(path, value, indent=2, sort_keys=True, ensure_ascii=False):

@@ -19,13 +19,12 @@ written, instead of mixing the two.
 
 import argparse
 import collections
-import hashlib
 import json
 import os
 import time
 
 from bert_tf.cli import ArgumentParser, DTYPES, check_seq_length, run_main
-from bert_tf.files import atomic_write, read_text, write_json
+from bert_tf.files import atomic_write, file_sha256, read_text, write_json
 from bert_tf.input_names import PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
 
 SENTENCES = (
@@ -59,12 +58,8 @@ def corpus_identity(corpus):
     the file lies)."""
     if corpus is None:
         return None
-    digest = hashlib.sha256()
-    with open(corpus, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
     return {"path": os.path.abspath(corpus), "bytes": os.path.getsize(corpus),
-            "sha256": digest.hexdigest()}
+            "sha256": file_sha256(corpus)}
 
 
 def _same(name, made, now):

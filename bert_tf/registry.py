@@ -53,7 +53,6 @@ they land.
 import contextlib
 import dataclasses
 import difflib
-import hashlib
 import http.client
 import json
 import os
@@ -68,6 +67,8 @@ import urllib.error
 import urllib.request
 import zipfile
 import zlib
+
+from bert_tf.files import file_sha256
 
 GOOGLE_ZIP = "google zip"   # one zip of a TF1 checkpoint, unpacked into the cache
 MODEL_GARDEN_TAR = "model garden tar.gz"  # one tar.gz of a TF2 checkpoint, unpacked
@@ -579,7 +580,7 @@ def _transfer(name, address, file, target, restarted=False):
         if expected is not None and received != expected:
             problems.append(f"{received} bytes, {expected} {what}")
     expected_sha256 = {file.sha256, announced_sha256} - {None}
-    digest = _sha256(part) if expected_sha256 else None
+    digest = file_sha256(part) if expected_sha256 else None
     for expected in sorted(expected_sha256):
         if digest != expected:
             problems.append(f"sha256 {digest}, expected {expected}")
@@ -599,9 +600,3 @@ def _unreachable(name, address, reason):
             f"{address} ({reason})")
 
 
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()

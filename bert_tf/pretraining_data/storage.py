@@ -11,21 +11,20 @@ delete on Cloud Storage: the final name appears only once the copy is whole).
 No TensorFlow and no numpy here (the main process stays small; inputs.py says why).
 """
 
+import atexit
 import errno
-import hashlib
 import os
 import re
 import shutil
 import tempfile
 
-from bert_tf import file_patterns
+from bert_tf.files import file_sha256
 from bert_tf.pretraining_data.errors import InputError
 
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-
-
 def is_url(path):
-    return bool(path) and _URL.match(path) is not None
+    """A path with a scheme (the project's rule for remote paths: bert_tf/files.py,
+    bert_tf/cli.py)."""
+    return bool(path) and "://" in path
 
 
 def check_local(flags):
@@ -185,11 +184,7 @@ def absolute(path):
 
 
 def sha256(path):
-    digest = hashlib.sha256()
-    with open_read(path) as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return file_sha256(path, open_read)
 
 
 def write_text(path, text):
@@ -240,12 +235,10 @@ def local_copy(path):
         if not exists(path):
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
         folder = tempfile.mkdtemp(prefix="bert_tf-")
+        atexit.register(shutil.rmtree, folder, True)
         local = os.path.join(folder, os.path.basename(path) or "file")
         with open(local, "wb") as f:
             f.write(read_bytes(path))
         _local_copies[path] = local
     return _local_copies[path]
 
-
-# file_patterns' calls for a URL glob (create_pretraining_data --input_file=gs://...).
-URL_FILES = file_patterns.FileSystem(glob, exists, lambda path: False, getsize)
