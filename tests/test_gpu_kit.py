@@ -132,3 +132,33 @@ def test_only_names_side_group_pairs(tmp_path):
     assert result.returncode == 2
     assert "--only: bert_tf:bogus,hf:probe are not side:group pairs" in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_probe_variants_are_kept_apart_and_a_failed_one_is_said(tmp_path):
+    env = {"group": "env", "side": "bert_tf", "device": "NVIDIA H200"}
+
+    def probe(variant, **measured):
+        return {"group": "probe", "side": "bert_tf", "model": "base", "seq": 512,
+                "batch": 32, "variant": variant, "flops": 9.335e12, **measured}
+    calls = {"first": [env, probe("as bert_tf runs", step_s=0.0418, fusions=767,
+                                  custom_calls=169)],
+             "second": [probe("as bert_tf runs", step_s=0.0416, fusions=811, custom_calls=125),
+                        probe("no attention dropout", step_s=0.0366, fusions=740,
+                              custom_calls=147),
+                        probe("fused attention, no attention dropout", error="XlaRuntimeError: x")]}
+    paths = []
+    for name, rows in calls.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in rows))
+        (tmp_path / name / "results.json").write_text(
+            json.dumps(kit.summarise(rows, None, "gpu", 500)))
+        paths.append(str(tmp_path / name / "results.json"))
+    notes = kit.merge(paths)["notes"]
+    assert notes == [
+        "probe, base batch 32 seq 512, as bert_tf runs: jitted forward + backward alone "
+        "41.6 ms, MFU 23% (811 fusions, 125 custom calls)",
+        "probe, base batch 32 seq 512, no attention dropout: jitted forward + backward alone "
+        "36.6 ms, MFU 26% (740 fusions, 147 custom calls)",
+        "probe, base batch 32 seq 512, fused attention, no attention dropout: failed "
+        "(XlaRuntimeError: x)"]

@@ -49,7 +49,9 @@ PLANS = {
         ],
         "finetune": [("base", 128, 32), ("minilm", 128, 32)],  # (model, seq, batch)
         "inference": [("base", (1, 64)), ("minilm", (1, 64))],  # (model, batch sizes)
-        "probe": [("base", 128, 32), ("minilm", 128, 32), ("base", 128, 4)],
+        # (model, seq, batch, variant: ours.PROBE_VARIANTS)
+        "probe": [("base", 512, 32, v) for v in (
+            "as bert_tf runs", "no attention dropout", "fused attention, no attention dropout")],
         "warmup_steps": 3, "timed_steps": 20, "inference_texts": {1: 200, 64: 1024},
         "parity_model": "base",
     },
@@ -57,7 +59,8 @@ PLANS = {
         "pretrain": [("tiny", 64, 8, (8,))],
         "finetune": [("tiny", 32, 4)],
         "inference": [("tiny", (1, 8))],
-        "probe": [("tiny", 32, 4)],
+        "probe": [("tiny", 32, 4, v) for v in (
+            "as bert_tf runs", "no attention dropout", "fused attention, no attention dropout")],
         "warmup_steps": 1, "timed_steps": 2, "inference_texts": {1: 8, 8: 32},
         "parity_model": "tiny",
     },

@@ -147,9 +147,15 @@ def summarise(rows, parity, mode, budget):
                          f"{r['batch']} did not fit")
             continue
         if r["group"] == "probe":
-            notes.append(f"probe, {r['model']} batch {r['batch']} seq {r['seq']}: jitted "
-                         f"forward + backward alone {1000 * r['step_s']:.1f} ms "
-                         f"({r['fusions']} fusions, {r['custom_calls']} custom calls)")
+            head = f"probe, {r['model']} batch {r['batch']} seq {r['seq']}, {r['variant']}"
+            if "error" in r:
+                notes.append(f"{head}: failed ({r['error']})")
+            else:
+                mfu = f", MFU {r['flops'] / r['step_s'] / peak:.0%}" if peak else ""
+                kernels = f"{r['fusions']} fusions, " if "fusions" in r else ""
+                notes.append(f"{head}: jitted forward + backward alone "
+                             f"{1000 * r['step_s']:.1f} ms{mfu} ({kernels}"
+                             f"{r['custom_calls']} custom calls)")
             continue
         if r["group"] == "inference":
             key = ("inference", r["model"], None, r["batch"])
@@ -221,14 +227,16 @@ def merge(results_files):
             or (r["side"], r["group"], r.get("model")) not in done]
     fastest = {}
     for r in rows:
-        key = (r["side"], r["group"], r.get("model"), r.get("seq"), r.get("batch"))
+        key = (r["side"], r["group"], r.get("model"), r.get("seq"), r.get("batch"),
+               r.get("variant"))
         seconds = r.get("step_s", r.get("seconds"))
         kept = fastest.get(key)
         if kept is None or (seconds is not None
-                            and seconds < kept.get("step_s", kept.get("seconds"))):
+                            and seconds < kept.get("step_s", kept.get("seconds", 1e30))):
             fastest[key] = r
     rows = [r for r in rows if fastest.get((r["side"], r["group"], r.get("model"),
-                                            r.get("seq"), r.get("batch"))) is r]
+                                            r.get("seq"), r.get("batch"),
+                                            r.get("variant"))) is r]
     parity = next((s["parity"] for s in summaries if s["parity"]), None)
     summary = summarise(rows, parity, summaries[0]["mode"], summaries[0]["budget_s"])
     summary["calls"] = len(summaries)

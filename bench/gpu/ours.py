@@ -31,6 +31,7 @@ from bert_tf.encoder import BertEncoder  # noqa: E402
 from bert_tf.pretrainer import BertPretrainer  # noqa: E402
 from bert_tf.pretraining import fit  # noqa: E402
 from bert_tf.pretraining.optimization import create_optimizer  # noqa: E402
+from bert_tf.layers.transformer import TransformerBlock  # noqa: E402
 from bert_tf.task_models import BertClassifier  # noqa: E402
 
 INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -49,9 +50,9 @@ def repeat(batch):
         yield batch
 
 
-def classifier(model_name, dtype):
+def classifier(model_name, dtype, **overrides):
     """A 2-class BertClassifier of the named size (random weights) in `dtype`."""
-    config = BertConfig(**cases.config_dict(model_name))
+    config = BertConfig(**{**cases.config_dict(model_name), **overrides})
     return BertClassifier(BertEncoder.from_config_object(config, dtype=dtype), num_classes=2)
 
 
@@ -170,26 +171,71 @@ def inference(plan, work_dir, results, deadline):
         release(model)
 
 
+def fused_attention(self, query, key, value, attention_bias, training):
+    """TransformerBlock.attend as one fused kernel without dropout on the probabilities:
+    cuDNN's on a GPU, XLA's on a CPU (jax.nn.dot_product_attention). Keras' symbolic pass
+    (unknown lengths) and the [CLS]-only last block (one query row: cuDNN takes a bias
+    only with even lengths) keep bert_tf's own."""
+    rows, seq = query.shape[2], key.shape[2]
+    if not isinstance(rows, int) or not isinstance(seq, int) or rows % 2 or seq % 2:
+        return PLAIN_ATTEND(self, query, key, value, attention_bias, training)
+    q, k, v = (jax.numpy.swapaxes(t, 1, 2) for t in (query, key, value))  # [batch, seq, heads, size]
+    bias = jax.numpy.broadcast_to(attention_bias.astype(q.dtype), (q.shape[0], 1, rows, seq))
+    gpu = jax.devices()[0].platform == "gpu"
+    out = jax.nn.dot_product_attention(q, k, v, bias=bias, scale=1.0 / self.head_size ** 0.5,
+                                       implementation="cudnn" if gpu else None)
+    return jax.numpy.swapaxes(out, 1, 2)
+
+
+PLAIN_ATTEND = TransformerBlock.attend
+# What each probe variant changes: (config overrides, TransformerBlock.attend or None).
+PROBE_VARIANTS = {
+    "as bert_tf runs": ({}, None),
+    "no attention dropout": ({"attention_probs_dropout_prob": 0.0}, None),
+    "fused attention, no attention dropout": ({"attention_probs_dropout_prob": 0.0},
+                                              fused_attention),
+}
+
+
 def probe(plan, results, deadline):
     """Where a training step's time goes: the jitted forward + backward alone (no fit(),
-    no optimizer) at two batch sizes and two model sizes, with the number of kernels XLA
-    compiled it into. A time that does not grow with the model or the batch is launch or
-    host bound, not FLOP bound."""
-    for model_name, seq, batch_size in plan["probe"]:
-        if cases.out_of_time(plan, deadline, 30, results, group="probe",
-                             model=model_name, batch=batch_size):
+    no optimizer) of a classifier, with the number of kernels XLA compiled it into, as
+    bert_tf runs it and with one thing changed (PROBE_VARIANTS): attention dropout off,
+    then also one fused attention kernel. Each variant's time against the first's says
+    what that part costs."""
+    for model_name, seq, batch_size, variant in plan["probe"]:
+        row = dict(group="probe", model=model_name, seq=seq, batch=batch_size,
+                   variant=variant)
+        if cases.out_of_time(plan, deadline, 30, results, **row):
             return
-        model = classifier(model_name, "mixed_bfloat16")
-        x, y = cases.classification_batch(batch_size, seq)
-        trainable = [v.value for v in model.trainable_variables]
-        other = [v.value for v in model.non_trainable_variables]
+        overrides, attend = PROBE_VARIANTS[variant]
+        TransformerBlock.attend = attend or PLAIN_ATTEND
+        try:
+            step_s, hlo = probe_step(plan, model_name, seq, batch_size, overrides)
+        except Exception as e:  # noqa: BLE001  (a variant the device cannot run: say so)
+            results.add(**row, error=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            continue
+        finally:
+            TransformerBlock.attend = PLAIN_ATTEND
+        results.add(**row, step_s=step_s, fusions=hlo.count(" fusion("),
+                    custom_calls=hlo.count(" custom-call("),
+                    flops=cases.train_flops(model_name, batch_size, seq))
 
-        def loss(trainable, x, y):
-            out, _ = model.stateless_call(trainable, other, x, training=True)
-            return keras.ops.mean(keras.losses.sparse_categorical_crossentropy(
-                y, out["logits"], from_logits=True))
-        x = jax.tree.map(jax.numpy.asarray, x)
-        y = jax.numpy.asarray(y)
+
+def probe_step(plan, model_name, seq, batch_size, overrides):
+    """(seconds per jitted forward + backward, the compiled HLO text)."""
+    model = classifier(model_name, "mixed_bfloat16", **overrides)
+    x, y = cases.classification_batch(batch_size, seq)
+    trainable = [v.value for v in model.trainable_variables]
+    other = [v.value for v in model.non_trainable_variables]
+
+    def loss(trainable, x, y):
+        out, _ = model.stateless_call(trainable, other, x, training=True)
+        return keras.ops.mean(keras.losses.sparse_categorical_crossentropy(
+            y, out["logits"], from_logits=True))
+    x = jax.tree.map(jax.numpy.asarray, x)
+    y = jax.numpy.asarray(y)
+    try:
         compiled = jax.jit(jax.grad(loss)).lower(trainable, x, y).compile()
         hlo = compiled.as_text()
         jax.block_until_ready(compiled(trainable, x, y))
@@ -198,10 +244,8 @@ def probe(plan, results, deadline):
         for _ in range(steps):
             grads = compiled(trainable, x, y)
         jax.block_until_ready(grads)
-        results.add(group="probe", model=model_name, seq=seq, batch=batch_size,
-                    step_s=(time.perf_counter() - start) / steps,
-                    fusions=hlo.count(" fusion("), custom_calls=hlo.count(" custom-call("),
-                    flops=cases.train_flops(model_name, batch_size, seq))
+        return (time.perf_counter() - start) / steps, hlo
+    finally:
         release(model)
 
 

@@ -83,6 +83,18 @@ class TransformerBlock(keras.layers.Layer):
         self.output_layer_norm.build((None, None, h))
         self.built = True
 
+    def attend(self, query, key, value, attention_bias, training):
+        """Scaled dot-product attention with dropout on the probabilities. query: [batch,
+        heads, rows, size]; key, value: [batch, heads, seq, size]; attention_bias: [batch,
+        1, 1, seq]. Returns the context, [batch, heads, rows, size]."""
+        # Scale the query rather than the [rows, seq] logits: fewer multiplies.
+        query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
+        logits = ops.matmul(query, ops.swapaxes(key, -1, -2))  # [batch, heads, rows, seq]
+        logits = logits + ops.cast(attention_bias, logits.dtype)
+        probs = ops.softmax(logits, axis=-1)
+        probs = self.attention_dropout(probs, training=training)
+        return ops.matmul(probs, value)
+
     def call(self, x, attention_bias, training=False, query_rows=None):
         """x: [batch, seq, hidden]; attention_bias: [batch, 1, 1, seq], 0 or MASK_LOGIT.
         Returns [batch, seq, hidden]; with query_rows=n, only the first n positions'
@@ -117,13 +129,7 @@ class TransformerBlock(keras.layers.Layer):
             query = ops.matmul(flat, kernel[:, :h]) + bias[:h]
             query = ops.transpose(ops.reshape(query, (batch, rows, heads, size)), (0, 2, 1, 3))
 
-        # Scale the query rather than the [rows, seq] logits: fewer multiplies.
-        query = query * ops.cast(1.0 / math.sqrt(size), query.dtype)
-        logits = ops.matmul(query, ops.swapaxes(key, -1, -2))  # [batch, heads, rows, seq]
-        logits = logits + ops.cast(attention_bias, logits.dtype)
-        probs = ops.softmax(logits, axis=-1)
-        probs = self.attention_dropout(probs, training=training)
-        context = ops.matmul(probs, value)  # [batch, heads, rows, size]
+        context = self.attend(query, key, value, attention_bias, training)
         context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, heads * size))
 
         attention = self.hidden_dropout(self.attention_output(context), training=training)
