@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from export.int8 import Int8Dense
+from bert_tf.layers.transformer import gelu_exact
+from export.int8 import Int8Dense, Int8GeluDense
 from export.saved_model import main
 from tests.test_export_tasks import (TEXTS_A, TEXTS_B, loaded_export, pair_classifier_run,
                                      python_classify)
@@ -81,6 +82,20 @@ def test_each_output_column_keeps_its_own_precision():
     # per column: 3% (the input's uint8 steps); per matrix: 30% (median over columns)
     assert np.median(per_column[2:]) < 0.05
     assert np.median(per_matrix[2:]) > 5 * np.median(per_column[2:])
+
+
+def test_the_folded_gelu_is_sqrt2_times_gelu_of_the_int8_product():
+    """Int8GeluDense applies the exact GELU to Int8Dense's product in four passes; its
+    output is sqrt(2) times that (the next layer takes it with input_scale=sqrt(2), which
+    leaves that layer's int8 weights as they were)."""
+    dense, x = dense_and_activations()
+    want = np.sqrt(2.0) * gelu_exact(Int8Dense(dense)(x)).numpy()
+    got = Int8GeluDense(dense)(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+    follow = keras.layers.Dense(7, dtype="float32")
+    follow.build((None, dense.units))
+    assert np.array_equal(Int8Dense(follow, input_scale=np.sqrt(2.0)).weights,
+                          Int8Dense(follow).weights)
 
 
 @pytest.fixture(scope="module")
