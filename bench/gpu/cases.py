@@ -51,7 +51,8 @@ PLANS = {
         "inference": [("base", (1, 64)), ("minilm", (1, 64))],  # (model, batch sizes)
         # (model, seq, batch, variant: ours.PROBE_VARIANTS)
         "probe": [("base", 512, 32, v) for v in (
-            "as bert_tf runs", "no attention dropout", "fused attention, no attention dropout")],
+            "as bert_tf runs", "no attention dropout", "fused attention, no attention dropout",
+            "fused attention with cuDNN's dropout")],
         "warmup_steps": 3, "timed_steps": 20, "inference_texts": {1: 200, 64: 1024},
         "parity_model": "base",
     },

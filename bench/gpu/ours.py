@@ -12,6 +12,7 @@ and exclusions, global-norm clipping).
 
 import gc
 import os
+import re
 import sys
 import time
 
@@ -171,29 +172,46 @@ def inference(plan, work_dir, results, deadline):
         release(model)
 
 
-def fused_attention(self, query, key, value, attention_bias, training):
-    """TransformerBlock.attend as one fused kernel without dropout on the probabilities:
-    cuDNN's on a GPU, XLA's on a CPU (jax.nn.dot_product_attention). Keras' symbolic pass
-    (unknown lengths) and the [CLS]-only last block (one query row: cuDNN takes a bias
-    only with even lengths) keep bert_tf's own."""
-    rows, seq = query.shape[2], key.shape[2]
-    if not isinstance(rows, int) or not isinstance(seq, int) or rows % 2 or seq % 2:
-        return PLAIN_ATTEND(self, query, key, value, attention_bias, training)
-    q, k, v = (jax.numpy.swapaxes(t, 1, 2) for t in (query, key, value))  # [batch, seq, heads, size]
-    bias = jax.numpy.broadcast_to(attention_bias.astype(q.dtype), (q.shape[0], 1, rows, seq))
-    gpu = jax.devices()[0].platform == "gpu"
-    out = jax.nn.dot_product_attention(q, k, v, bias=bias, scale=1.0 / self.head_size ** 0.5,
-                                       implementation="cudnn" if gpu else None)
-    return jax.numpy.swapaxes(out, 1, 2)
+def fused_attention(with_dropout):
+    """A TransformerBlock.attend that calls one fused attention kernel. Without dropout:
+    jax.nn.dot_product_attention (cuDNN's kernel on a GPU, XLA's on a CPU), no dropout on
+    the probabilities. With dropout: cuDNN's kernel with its own dropout at the layer's
+    rate, through JAX's internal call (its seed is a compile-time constant, so this
+    measures speed only). Keras' symbolic pass (unknown lengths) and the [CLS]-only last
+    block (one query row: cuDNN takes a bias only with even lengths) keep bert_tf's own."""
+    def attend(self, query, key, value, attention_bias, training):
+        rows, seq = query.shape[2], key.shape[2]
+        if not isinstance(rows, int) or not isinstance(seq, int) or rows % 2 or seq % 2:
+            return PLAIN_ATTEND(self, query, key, value, attention_bias, training)
+        q, k, v = (jax.numpy.swapaxes(t, 1, 2) for t in (query, key, value))  # [b, s, h, d]
+        bias = jax.numpy.broadcast_to(attention_bias.astype(q.dtype),
+                                      (q.shape[0], 1, rows, seq))
+        scale = 1.0 / self.head_size ** 0.5
+        if with_dropout:
+            from jax._src.cudnn import fused_attention_stablehlo as cudnn
+            rate = self.attention_probs_dropout_prob if training else 0.0
+            out = cudnn.dot_product_attention(q, k, v, bias=bias, scale=scale,
+                                              dropout_rate=rate)
+        else:
+            gpu = jax.devices()[0].platform == "gpu"
+            out = jax.nn.dot_product_attention(q, k, v, bias=bias, scale=scale,
+                                               implementation="cudnn" if gpu else None)
+        return jax.numpy.swapaxes(out, 1, 2)
+    return attend
 
 
 PLAIN_ATTEND = TransformerBlock.attend
-# What each probe variant changes: (config overrides, TransformerBlock.attend or None).
+# What each probe variant changes: (config overrides, TransformerBlock.attend or None,
+# XLA compiler options). cuDNN's attention with dropout aborted the process inside XLA
+# while recording a command buffer (H200, jax 0.11.2; bench/gpu/README.md), so that
+# variant compiles without command buffers, and runs last.
 PROBE_VARIANTS = {
-    "as bert_tf runs": ({}, None),
-    "no attention dropout": ({"attention_probs_dropout_prob": 0.0}, None),
+    "as bert_tf runs": ({}, None, None),
+    "no attention dropout": ({"attention_probs_dropout_prob": 0.0}, None, None),
     "fused attention, no attention dropout": ({"attention_probs_dropout_prob": 0.0},
-                                              fused_attention),
+                                              fused_attention(False), None),
+    "fused attention with cuDNN's dropout": ({}, fused_attention(True),
+                                             {"xla_gpu_enable_command_buffer": ""}),
 }
 
 
@@ -201,19 +219,20 @@ def probe(plan, results, deadline):
     """Where a training step's time goes: the jitted forward + backward alone (no fit(),
     no optimizer) of a classifier, with the number of kernels XLA compiled it into, as
     bert_tf runs it and with one thing changed (PROBE_VARIANTS): attention dropout off,
-    then also one fused attention kernel. Each variant's time against the first's says
-    what that part costs."""
+    then also one fused attention kernel, or the fused kernel with its own dropout. Each
+    variant's time against the first's says what that part costs."""
     for model_name, seq, batch_size, variant in plan["probe"]:
         row = dict(group="probe", model=model_name, seq=seq, batch=batch_size,
                    variant=variant)
         if cases.out_of_time(plan, deadline, 30, results, **row):
             return
-        overrides, attend = PROBE_VARIANTS[variant]
+        overrides, attend, compiler_options = PROBE_VARIANTS[variant]
         TransformerBlock.attend = attend or PLAIN_ATTEND
         try:
-            step_s, hlo = probe_step(plan, model_name, seq, batch_size, overrides)
+            step_s, hlo = probe_step(plan, model_name, seq, batch_size, overrides,
+                                     compiler_options)
         except Exception as e:  # noqa: BLE001  (a variant the device cannot run: say so)
-            results.add(**row, error=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            results.add(**row, error=error_line(e))
             continue
         finally:
             TransformerBlock.attend = PLAIN_ATTEND
@@ -222,7 +241,16 @@ def probe(plan, results, deadline):
                     flops=cases.train_flops(model_name, batch_size, seq))
 
 
-def probe_step(plan, model_name, seq, batch_size, overrides):
+def error_line(error):
+    """The first line of what went wrong, under Keras' "Exception encountered when
+    calling ..." wrapper."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in str(error).splitlines()]
+    lines = [line for line in lines if line and "Exception encountered when calling" not in line
+             and not line.startswith(("Arguments received", "•"))]
+    return f"{type(error).__name__}: {(lines or [''])[0][:200]}"
+
+
+def probe_step(plan, model_name, seq, batch_size, overrides, compiler_options=None):
     """(seconds per jitted forward + backward, the compiled HLO text)."""
     model = classifier(model_name, "mixed_bfloat16", **overrides)
     x, y = cases.classification_batch(batch_size, seq)
@@ -236,7 +264,7 @@ def probe_step(plan, model_name, seq, batch_size, overrides):
     x = jax.tree.map(jax.numpy.asarray, x)
     y = jax.numpy.asarray(y)
     try:
-        compiled = jax.jit(jax.grad(loss)).lower(trainable, x, y).compile()
+        compiled = jax.jit(jax.grad(loss)).lower(trainable, x, y).compile(compiler_options)
         hlo = compiled.as_text()
         jax.block_until_ready(compiled(trainable, x, y))
         steps = 3 * plan["timed_steps"]
