@@ -79,6 +79,20 @@ def test_hf_writes_the_checkpoint_before_bert_tf_reads_it():
         assert not any(side == "hf" and "probe" in groups for side, _, groups in steps)
 
 
+def write_calls(tmp_path, calls, first_parity=None):
+    """Each call's rows written as kit.py writes them (results.jsonl and the results.json
+    summary, the first call's with `first_parity`); returns the results.json paths."""
+    paths = []
+    for i, (name, rows) in enumerate(calls.items()):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in rows))
+        summary = kit.summarise(rows, first_parity if i == 0 else None, "gpu", 500)
+        (tmp_path / name / "results.json").write_text(json.dumps(summary))
+        paths.append(str(tmp_path / name / "results.json"))
+    return paths
+
+
 def test_a_follow_up_call_fills_in_what_the_first_skipped(tmp_path):
     env = {"group": "env", "side": "hf", "device": "NVIDIA H100 80GB HBM3"}
     ours = {"group": "finetune", "side": "bert_tf", "model": "base", "seq": 128, "batch": 32,
@@ -87,15 +101,7 @@ def test_a_follow_up_call_fills_in_what_the_first_skipped(tmp_path):
                                    "seq": 128, "skipped": "time"}],
              "second": [{"group": "finetune", "side": "hf", "model": "base", "seq": 128,
                          "batch": 32, "step_s": 0.03, "flops": 2.16e12}]}
-    paths = []
-    for name, rows in calls.items():
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "results.jsonl").write_text(
-            "".join(json.dumps(r) + "\n" for r in rows))
-        summary = kit.summarise(rows, {"float32": 1e-6} if name == "first" else None,
-                                "gpu", 500)
-        (tmp_path / name / "results.json").write_text(json.dumps(summary))
-        paths.append(str(tmp_path / name / "results.json"))
+    paths = write_calls(tmp_path, calls, first_parity={"float32": 1e-6})
     merged = kit.merge(paths)
     (row,) = merged["table"]
     assert row["ratio"] == pytest.approx(3.0)
@@ -111,15 +117,8 @@ def test_a_row_measured_in_both_calls_keeps_the_faster_figure(tmp_path):
                 "step_s": step_s, "flops": 2.16e12}
     ours = {"group": "finetune", "side": "bert_tf", "model": "base", "seq": 128, "batch": 32,
             "step_s": 0.01, "flops": 2.16e12}
-    paths = []
-    for name, rows in {"first": [ours, hf(0.02)], "second": [hf(0.03)],
-                       "third": [hf(0.025)]}.items():
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "results.jsonl").write_text(
-            "".join(json.dumps(r) + "\n" for r in rows))
-        (tmp_path / name / "results.json").write_text(
-            json.dumps(kit.summarise(rows, None, "gpu", 500)))
-        paths.append(str(tmp_path / name / "results.json"))
+    paths = write_calls(tmp_path, {"first": [ours, hf(0.02)], "second": [hf(0.03)],
+                                   "third": [hf(0.025)]})
     for order in (paths, paths[::-1]):
         (row,) = kit.merge(order)["table"]
         assert row["ratio"] == pytest.approx(2.0)
@@ -146,15 +145,7 @@ def test_probe_variants_are_kept_apart_and_a_failed_one_is_said(tmp_path):
                         probe("no attention dropout", step_s=0.0366, fusions=740,
                               custom_calls=147),
                         probe("fused attention, no attention dropout", error="XlaRuntimeError: x")]}
-    paths = []
-    for name, rows in calls.items():
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "results.jsonl").write_text(
-            "".join(json.dumps(r) + "\n" for r in rows))
-        (tmp_path / name / "results.json").write_text(
-            json.dumps(kit.summarise(rows, None, "gpu", 500)))
-        paths.append(str(tmp_path / name / "results.json"))
-    notes = kit.merge(paths)["notes"]
+    notes = kit.merge(write_calls(tmp_path, calls))["notes"]
     assert notes == [
         "probe, base batch 32 seq 512, as bert_tf runs: jitted forward + backward alone "
         "41.6 ms, MFU 23% (811 fusions, 125 custom calls)",
