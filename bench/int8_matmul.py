@@ -7,8 +7,9 @@ ops a SavedModel can hold, against float32 and bfloat16 MatMul, on the encoder's
 shapes at serving sizes:
 
 - int8 (dynamic): what `export.saved_model --dtype int8` runs (export/int8.py): the
-  batch's min/max -> uint8 (QuantizeV2) -> oneDNN's u8 x s8 kernel
-  (QuantizedMatMulWithBiasAndDequantize) -> float32, the offset's share in the bias.
+  batch's min/max (each row's, for the feed-forward's output layer: Int8RowDense) ->
+  uint8 (QuantizeV2) -> oneDNN's u8 x s8 kernel (QuantizedMatMulWithBiasAndDequantize)
+  -> float32, the offset's share in the bias, times the weight columns' scales.
 - int8 (kernel only): the kernel alone on inputs quantized beforehand.
 - BatchMatMulV3 int8 x int8 -> int32, plain and XLA-compiled.
 
@@ -41,22 +42,21 @@ SHAPES = [
 ]
 
 
-def build(tf, x, w):
+def build(tf, x, w, what):
     """{name: tf.function} for one shape; "int8 (dynamic)" is what `--dtype int8` runs
-    (export/int8.py's Int8Dense)."""
+    for that layer (export/int8.py: Int8RowDense for the output layer, else Int8Dense)."""
     import keras
-    from export.int8 import Int8Dense
+    from export.int8 import Int8Dense, Int8RowDense
     dense = keras.layers.Dense(w.shape[1], dtype="float32")
     dense.build((None, w.shape[0]))
     dense.kernel.assign(w)
-    layer = Int8Dense(dense)
+    layer = (Int8RowDense if " output" in what else Int8Dense)(dense)
     xf, wf = tf.constant(x), tf.constant(w)
     xb, wb = tf.cast(xf, tf.bfloat16), tf.cast(wf, tf.bfloat16)
     # The kernel alone: x quantized beforehand as Int8Dense quantizes it.
     low, high = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
     fixed = tf.quantization.quantize(xf, low, high, tf.quint8, mode="MIN_FIRST")
     scale = (fixed.output_max - fixed.output_min) / 255.0
-    weights = tf.bitcast(tf.constant(layer.weights), tf.qint8)
     bias = fixed.output_min * tf.constant(layer.column_sums)
     xs8 = tf.cast(tf.clip_by_value(tf.round(xf / (np.abs(x).max() / 127)), -127, 127), tf.int8)
     ws8 = tf.constant(layer.weights)
@@ -64,10 +64,8 @@ def build(tf, x, w):
         "float32": tf.function(lambda: tf.matmul(xf, wf)),
         "bfloat16": tf.function(lambda: tf.matmul(xb, wb)),
         "int8 (dynamic)": tf.function(lambda: layer(xf)),
-        "int8 kernel only": tf.function(lambda: tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
-            a=fixed.output, b=weights, bias=bias, min_a=0.0, max_a=255.0 * scale,
-            min_b=-layer.weight_max, max_b=layer.weight_max, min_freezed_output=0.0,
-            max_freezed_output=1.0, Toutput=tf.float32, input_quant_mode="SCALED")),
+        "int8 kernel only": tf.function(
+            lambda: layer.kernel_product(fixed.output, 255.0 * scale, bias)),
         "BatchMatMulV3 s8": tf.function(lambda: tf.raw_ops.BatchMatMulV3(
             x=xs8, y=ws8, Tout=tf.int32)),
         "BatchMatMulV3 s8, XLA": tf.function(lambda: tf.raw_ops.BatchMatMulV3(
@@ -94,7 +92,7 @@ def main():
         x = rng.standard_normal((m, k)).astype(np.float32)
         w = (rng.standard_normal((k, n)) * 0.02).astype(np.float32)
         reference = x @ w
-        cases = build(tf, x, w)
+        cases = build(tf, x, w, what)
         calls = 200 if m < 100 else 10
         times = {name: timed(fn, calls, args.repeats) for name, fn in cases.items()}
         out = cases["int8 (dynamic)"]().numpy()
@@ -118,10 +116,10 @@ def main():
         text = (
             "Stock TensorFlow ops a SavedModel can hold, one matmul of the encoder at a time, "
             "random activations (standard normal) and weights (0.02 scale). int8 (dynamic): "
-            "what `export.saved_model --dtype int8` runs (export/int8.py's Int8Dense): the "
-            "batch's min/max -> uint8 (QuantizeV2) -> `QuantizedMatMulWithBiasAndDequantize` "
-            "(oneDNN's u8 x s8 kernel; the offset's share in the bias), ONNX Runtime's "
-            "dynamic scheme; error = max |int8 - "
+            "what `export.saved_model --dtype int8` runs (export/int8.py): the batch's "
+            "min/max (each row's for the output layer, Int8RowDense) -> uint8 (QuantizeV2) -> "
+            "`QuantizedMatMulWithBiasAndDequantize` (oneDNN's u8 x s8 kernel; the offset's "
+            "share in the bias) -> times the weight columns' scales; error = max |int8 - "
             "float32| / max |float32| on these random inputs (timings do not depend on the "
             "values; the error does: a trained model's activations have outlier channels, and "
             "what int8 costs a fine-tuned model is in \"Serving precision and accuracy\"). "

@@ -12,8 +12,9 @@ is folded into the int8 layer before it (Int8GeluDense). Everything else (embedd
 attention's own matmuls, softmax, LayerNorm, the heads) stays float32. The weights are
 frozen into the signatures (ServingModule.freeze_weights).
 
-Where it pays: at batch 32 x 128 tokens the quantized matmuls are 2.5-3.3x float32's and
-1.25-2.0x bfloat16's; at batch 1 about float32's (bench/int8_matmul.py). It costs accuracy
+Where it pays: at batch 32 x 128 tokens the quantized layers are 2.3-3.0x float32's and
+1.2-1.6x bfloat16's, the row-by-row output layer 1.4-2.0x float32's and 0.7-1.0x
+bfloat16's; at batch 1 0.8x float32's (bench/int8_matmul.py). It costs accuracy
 (docs/serving.md, "int8"). The kernel is oneDNN's:
 TensorFlow's x86 pip builds have it (TF_ENABLE_ONEDNN_OPTS on, the default), a build
 without oneDNN has no kernel for it and the signatures then fail with an error instead of
@@ -67,11 +68,17 @@ class Int8Dense:
         scale = (quantized.output_max - low) / 255.0
         # x = s * q + low: the product is s * q @ w plus low times the weights' column
         # sums, which goes to the bias.
+        return self.kernel_product(
+            quantized.output, 255.0 * scale,
+            tf.constant(self.bias / (127.0 * self.column_scales))
+            + low * tf.constant(self.column_sums))
+
+    def kernel_product(self, steps, max_steps, bias):
+        """oneDNN's u8 x s8 kernel: uint8 `steps` standing for [0, max_steps] times the
+        int8 weights read as int8 / 127, plus `bias`, in float32."""
         out = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
-            a=quantized.output, b=tf.bitcast(tf.constant(self.weights), tf.qint8),
-            bias=tf.constant(self.bias / (127.0 * self.column_scales))
-            + low * tf.constant(self.column_sums),
-            min_a=0.0, max_a=255.0 * scale, min_b=-1.0, max_b=1.0,
+            a=steps, b=tf.bitcast(tf.constant(self.weights), tf.qint8), bias=bias,
+            min_a=0.0, max_a=max_steps, min_b=-1.0, max_b=1.0,
             min_freezed_output=0.0, max_freezed_output=1.0,
             Toutput=tf.float32, input_quant_mode="SCALED")
         # Without oneDNN the op has no real kernel and gives an empty tensor: an error
@@ -82,11 +89,11 @@ class Int8Dense:
 class Int8RowDense(Int8Dense):
     """Int8Dense whose input is quantized row by row: each row (token) over its own [min,
     max] instead of one range for the whole batch (q = round((x - low) / s) per row). The
-    kernel then multiplies the steps as plain
-    numbers (range [0, 255]) and each row's step and zero point are applied to its output:
-    a few elementwise passes over [rows, units], cheap where units is small. For the
-    feed-forward's second layer, whose input (the GELU's output over the intermediate
-    width) has a few tokens far larger than the rest."""
+    kernel then multiplies the steps as plain numbers (range [0, 255]) and each row's step
+    and zero point are applied to its output: a few elementwise passes over [rows, units],
+    cheap where units is small. For the feed-forward's second layer, whose input (the
+    GELU's output over the intermediate width) has a few tokens far larger than the
+    rest."""
 
     def __call__(self, x):
         dtype = x.dtype
@@ -97,12 +104,7 @@ class Int8RowDense(Int8Dense):
         # fast one; QuantizeV2's own per-row mode, MIN_COMBINED with axis=0, took 5x as long).
         steps = tf.quantization.quantize((x - low) / step, 0.0, 255.0, tf.quint8,
                                          mode="MIN_FIRST").output
-        product = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
-            a=steps, b=tf.bitcast(tf.constant(self.weights), tf.qint8),
-            bias=tf.zeros([self.units]), min_a=0.0, max_a=255.0, min_b=-1.0, max_b=1.0,
-            min_freezed_output=0.0, max_freezed_output=1.0,
-            Toutput=tf.float32, input_quant_mode="SCALED")
-        product = tf.ensure_shape(product, [None, self.units])  # sum of q * int8 / 127
+        product = self.kernel_product(steps, 255.0, tf.zeros([self.units]))  # q @ int8 / 127
         # x = step * q + low per row: its product is step * (q @ w) + low * the columns'
         # sums, times the columns' scales.
         out = (product * step + low * tf.constant(self.column_sums)) * tf.constant(

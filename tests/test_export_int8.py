@@ -174,3 +174,23 @@ def test_without_onednn_the_int8_export_fails_instead_of_answering(int8_export):
                                    TF_CPP_MIN_LOG_LEVEL="2"), timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("refused"), done.stdout
+
+
+@pytest.mark.parametrize("what", ["MiniLM intermediate, batch 1", "MiniLM output, batch 1"])
+def test_the_int8_matmul_benchmark_runs_what_the_export_runs(what):
+    """bench/int8_matmul.py times the layers export/int8.py builds: each of its cases runs,
+    and its int8 row answers as the export's layer for that matmul does."""
+    from bench.int8_matmul import build
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((24, 64)).astype(np.float32)
+    w = (rng.standard_normal((64, 48)) * 0.02).astype(np.float32)
+    cases = build(tf, x, w, what)
+    for name, fn in cases.items():
+        assert fn().shape == (24, 48), name
+    got = cases["int8 (dynamic)"]().numpy()
+    layer_type = Int8RowDense if " output" in what else Int8Dense
+    dense = keras.layers.Dense(48, dtype="float32")
+    dense.build((None, 64))
+    dense.kernel.assign(w)
+    want = layer_type(dense)(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())

@@ -225,18 +225,17 @@ def merge(results_files):
     done = {(r["side"], r["group"], r.get("model")) for r in rows if "skipped" not in r}
     rows = [r for r in rows if "skipped" not in r
             or (r["side"], r["group"], r.get("model")) not in done]
+    def measurement(r):
+        return (r["side"], r["group"], r.get("model"), r.get("seq"), r.get("batch"),
+                r.get("variant"))
     fastest = {}
     for r in rows:
-        key = (r["side"], r["group"], r.get("model"), r.get("seq"), r.get("batch"),
-               r.get("variant"))
         seconds = r.get("step_s", r.get("seconds"))
-        kept = fastest.get(key)
+        kept = fastest.get(measurement(r))
         if kept is None or (seconds is not None
                             and seconds < kept.get("step_s", kept.get("seconds", 1e30))):
-            fastest[key] = r
-    rows = [r for r in rows if fastest.get((r["side"], r["group"], r.get("model"),
-                                            r.get("seq"), r.get("batch"),
-                                            r.get("variant"))) is r]
+            fastest[measurement(r)] = r
+    rows = [r for r in rows if fastest[measurement(r)] is r]
     parity = next((s["parity"] for s in summaries if s["parity"]), None)
     summary = summarise(rows, parity, summaries[0]["mode"], summaries[0]["budget_s"])
     summary["calls"] = len(summaries)
