@@ -247,8 +247,8 @@ def record(results_files):
     from common import write_section
     summary = merge(results_files)
     calls = summary.get("calls", 1)
-    follow_up = (f", then a follow-up call on the same machine for the groups the first had "
-                 f"no time for ({calls} calls in all)") if calls > 1 else ""
+    follow_up = (f", then follow-up calls for the groups the first had no time for "
+                 f"({calls} calls in all)") if calls > 1 else ""
     body = (f"{summary['date']}, `bash bench/gpu/run.sh` on the lent machine "
             f"(budget {summary['budget_s']:.0f} s; bench/gpu/README.md){follow_up}. Training: "
             f"tokens/s over the padded length, mixed bfloat16, XLA on our side, torch.compile "
