@@ -23,6 +23,7 @@ from keras import ops
 from bert_tf.config import BertConfig
 from bert_tf.input_names import INPUT_NAMES, PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
 from bert_tf.layers import MASK_LOGIT, BertEmbeddings, TransformerBlock
+from bert_tf.layers.transformer import check_attention_implementation
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -109,6 +110,16 @@ class BertEncoder(keras.Model):
     def from_config_object(cls, config, **kwargs):
         """Builds an encoder from a BertConfig (kwargs: dtype, name)."""
         return cls(**config.to_dict(), **kwargs)
+
+    def set_attention_implementation(self, name):
+        """How every block computes its attention: "plain" (the blocks' own Keras ops, the
+        default) or "fused" (one fused kernel where the backend has one: cuDNN's flash
+        attention on JAX with a GPU, SDPA on PyTorch; bert_tf/layers/fused_attention.py).
+        A setting of where the model runs, like jit_compile, so not saved with the model;
+        set it before the first compile() or call that traces the model."""
+        check_attention_implementation(name)
+        for block in self.blocks:
+            block.attention_implementation = name
 
     @property
     def word_embeddings(self):

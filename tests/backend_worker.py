@@ -34,6 +34,7 @@ import numpy as np  # noqa: E402
 from bert_tf.checkpoints import load_encoder  # noqa: E402
 from bert_tf.config import BertConfig  # noqa: E402
 from bert_tf.encoder import BertEncoder  # noqa: E402
+from bert_tf.layers import MASK_LOGIT, TransformerBlock  # noqa: E402
 from bert_tf.pretraining import fit  # noqa: E402
 from bert_tf.pretrainer import BertPretrainer  # noqa: E402
 from bert_tf.pretraining.optimization import create_optimizer  # noqa: E402
@@ -66,6 +67,18 @@ def inputs(seed=0, shape=(BATCH, SEQ)):
     segments = np.zeros(shape, "int32")
     segments[..., SEQ // 2:] = 1
     return {"token_ids": ids, "segment_ids": segments * mask, "padding_mask": mask}
+
+
+DROPOUT_DRAWS = 400
+
+
+def attention_inputs():
+    """query, key, value [2, 2, 6, 8] and a bias that masks the second row's last key."""
+    rng = np.random.default_rng(11)
+    q, k, v = (rng.standard_normal((2, 2, 6, 8)).astype("float32") for _ in range(3))
+    bias = np.zeros((2, 1, 1, 6), "float32")
+    bias[1, ..., -1] = MASK_LOGIT
+    return q, k, v, bias
 
 
 def pretraining_batch(seed):
@@ -185,6 +198,34 @@ def main(out_dir, minilm_inputs, minilm_dir):
     # Real weights: MiniLM through the HF converter.
     minilm = load_encoder(minilm_dir)
     keep("minilm", minilm({k: v for k, v in np.load(minilm_inputs).items()}))
+
+    # Fused attention (bert_tf/layers/fused_attention.py): MiniLM's outputs again, and a
+    # block's attention with dropout drawn many times (its mean and variance), on inputs
+    # the test computes the probabilities of.
+    minilm.set_attention_implementation("fused")
+    keep("fused/minilm", minilm({k: v for k, v in np.load(minilm_inputs).items()}))
+    q, k, v, bias = attention_inputs()
+    block = TransformerBlock(16, 2, 32, attention_probs_dropout_prob=0.5,
+                             attention_implementation="fused")
+    q, k, v, bias = (keras.ops.convert_to_tensor(t) for t in (q, k, v, bias))
+    results["fused/attention"] = numpy(block.attend(q, k, v, bias, training=False))
+    draws = np.stack([numpy(block.attend(q, k, v, bias, training=True))
+                      for _ in range(DROPOUT_DRAWS)])
+    results["fused/dropout_mean"] = draws.mean(axis=0)
+    results["fused/dropout_variance"] = draws.var(axis=0)
+    if BACKEND == "jax":
+        # On a GPU without XLA_FLAGS' command-buffer switch, the dropout kernel is refused
+        # in one line (checked here by telling the layer it runs on a GPU).
+        import jax
+        on_gpu, jax.default_backend = jax.default_backend, lambda: "gpu"
+        try:
+            block.attend(*(keras.ops.cast(t, "bfloat16") for t in (q, k, v, bias)),
+                         training=True)
+            results["fused/refusal"] = np.array("")
+        except RuntimeError as e:
+            results["fused/refusal"] = np.array(str(e))
+        finally:
+            jax.default_backend = on_gpu
 
     results["imported_tensorflow"] = np.array("tensorflow" in sys.modules and
                                               sys.modules["tensorflow"] is not None)

@@ -72,7 +72,7 @@ def test_outputs_equal_across_backends_on_the_same_weights(runs):
     """Encoder (every layer), pretrainer heads, the five task heads, MiniLM: 1e-5."""
     _, results = runs
     reference = results["tensorflow"]
-    same_weights = [k for k in reference if not k.startswith(("train/", "bfloat16/"))
+    same_weights = [k for k in reference if not k.startswith(("train/", "bfloat16/", "fused/"))
                     and k != "imported_tensorflow"]
     assert {k.split("/")[0] for k in same_weights} == {
         "encoder", "pretrainer", "classifier", "regressor", "token_classifier",
@@ -91,6 +91,53 @@ def test_minilm_matches_transformers_on_every_backend(runs, minilm):  # noqa: F8
                                ("pooled_output", minilm["pooled"])):
             diff = np.abs(result["minilm/" + key] - reference).max()
             assert diff < 1e-4, f"{backend} MiniLM {key}: {diff:.2e}"
+
+
+def attention_probabilities():
+    """softmax(q k^T / sqrt(d) + bias) of the worker's attention inputs, and v."""
+    q, k, v, bias = backend_worker.attention_inputs()
+    logits = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]) + bias
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    return probs / probs.sum(-1, keepdims=True), v
+
+
+def test_fused_attention_equals_the_blocks_own_ops(runs):
+    """attention_implementation="fused" (SDPA on torch, XLA's fused op on a JAX CPU, the
+    blocks' own ops on TensorFlow): MiniLM's outputs equal the plain ones on real weights
+    (padded rows included), and one block's attention equals softmax(q k^T / sqrt(d) +
+    bias) v computed here."""
+    _, results = runs
+    probs, v = attention_probabilities()
+    for backend, result in results.items():
+        for key in [k for k in result if k.startswith("minilm/")]:
+            _close(result["fused/" + key], results["tensorflow"][key], 1e-5,
+                   f"{backend} fused {key}")
+        _close(result["fused/attention"], probs @ v, 1e-5, f"{backend} fused attention")
+
+
+def test_attention_dropout_is_unbiased_at_the_blocks_rate(runs):
+    """Attention dropout at rate p (0.5 here), 400 draws on each backend: the mean is the
+    attention without dropout (within 5 standard errors), and the variance of each output
+    is p / (1 - p) * sum_j probs_j^2 v_j^2, what dropping each probability with chance p
+    and scaling the rest by 1 / (1 - p) gives (within 25%: a wrong rate or scale falls
+    outside; at p = 0.1 the variance would be 9x smaller)."""
+    _, results = runs
+    probs, v = attention_probabilities()
+    variance = (probs ** 2) @ (v ** 2)  # p / (1 - p) = 1
+    for backend, result in results.items():
+        error = np.abs(result["fused/dropout_mean"] - probs @ v)
+        standard_error = np.sqrt(variance / backend_worker.DROPOUT_DRAWS)
+        assert np.all(error <= 5 * standard_error + 1e-6), f"{backend}: {error.max():.3f}"
+        ratio = result["fused/dropout_variance"].mean() / variance.mean()
+        assert 0.8 < ratio < 1.25, f"{backend}: variance {ratio:.2f}x the expected"
+
+
+def test_fused_dropout_on_a_gpu_needs_xla_without_command_buffers(runs):
+    _, results = runs
+    assert str(results["jax"]["fused/refusal"]) == (
+        "fused attention with dropout on a GPU needs XLA_FLAGS="
+        "--xla_gpu_enable_command_buffer= set before JAX starts (XLA aborts when it records "
+        "cuDNN's attention with dropout into a command buffer)")
 
 
 def test_training_steps_agree_across_backends(runs):

@@ -92,6 +92,25 @@ def test_invalid_config_is_one_error():
         BertEncoder(hidden_size=30, num_attention_heads=4)
 
 
+def test_attention_implementation_is_checked_and_set_on_every_block():
+    enc = BertEncoder.from_config_object(TINY)
+    with pytest.raises(ValueError, match="attention_implementation: expected one of plain, "
+                                         "fused, got 'flash'"):
+        enc.set_attention_implementation("flash")
+    assert {b.attention_implementation for b in enc.blocks} == {"plain"}
+    inputs = random_inputs(2, 8, TINY.vocab_size)
+    plain = enc(inputs)["sequence_output"].numpy()
+    enc.set_attention_implementation("fused")
+    assert {b.attention_implementation for b in enc.blocks} == {"fused"}
+    # TensorFlow has no fused kernel: the blocks' own ops, the same numbers
+    # (the other backends' kernels: tests/test_backends.py).
+    np.testing.assert_array_equal(enc(inputs)["sequence_output"].numpy(), plain)
+    block = enc.blocks[0]
+    again = type(block).from_config(block.get_config())
+    assert again.attention_implementation == "fused"
+    assert again.fused_dropout_seed != block.fused_dropout_seed  # a seed per block
+
+
 def test_last_block_at_cls_only_equals_its_full_rows():
     """TransformerBlock(query_rows=n): the first n positions' outputs of the full block
     (every position still attended to, padded keys still masked)."""

@@ -153,3 +153,54 @@ def test_probe_variants_are_kept_apart_and_a_failed_one_is_said(tmp_path):
         "36.6 ms, MFU 26% (740 fusions, 147 custom calls)",
         "probe, base batch 32 seq 512, fused attention, no attention dropout: failed "
         "(XlaRuntimeError: x)"]
+
+
+def test_fused_rows_compare_with_hfs_row_and_the_learning_check_is_said():
+    """A fused-attention row sits under its plain row and divides by the same HF figure;
+    the learning check's runs become one line per attention implementation."""
+    def pretrain(side, step_s, **extra):
+        return {"group": "pretrain", "side": side, "model": "base", "seq": 512, "batch": 128,
+                "step_s": step_s, "flops": 3.9e13, **extra}
+
+    def learning(attention, seed, loss, accuracy):
+        return {"group": "learning", "side": "bert_tf", "model": "minilm", "seq": 128,
+                "batch": 32, "steps": 300, "attention": attention, "seed": seed,
+                "chunk_losses": [9.0, loss], "held_out_loss": loss + 1,
+                "held_out_accuracy": accuracy, "seconds": 3.0}
+    rows = [pretrain("bert_tf", 0.20), pretrain("bert_tf", 0.15, attention="fused"),
+            pretrain("hf", 0.15), learning("plain", 2, 6.5, 0.25),
+            learning("plain", 1, 6.25, 0.5), learning("fused", 1, 6.0, 0.75)]
+    summary = kit.summarise(rows, None, "gpu", 500)
+    plain, fused = summary["table"]
+    assert (plain["attention"], fused["attention"]) == ("plain", "fused")
+    assert plain["ratio"] == pytest.approx(0.75) and fused["ratio"] == pytest.approx(1.0)
+    assert summary["notes"] == [
+        "learning, plain attention: minilm pretrained 300 steps (seq 128, batch 32), seeds "
+        "1, 2: last steps' loss 6.250, 6.500 (mean 6.375); held-out masked-LM loss 7.250, "
+        "7.500, accuracy 50.0%, 25.0% (mean 37.5%)",
+        "learning, fused attention: minilm pretrained 300 steps (seq 128, batch 32), seeds "
+        "1: last steps' loss 6.000 (mean 6.000); held-out masked-LM loss 7.000, accuracy "
+        "75.0% (mean 75.0%)"]
+    assert "| pretrain, fused attention | base | 512 | 128 / 128 |" in kit.markdown(summary)
+
+
+def test_masked_text_batches_mask_real_pieces_as_google_does():
+    texts = [[101] + list(range(2000 + 10 * i, 2010 + 10 * i)) + [102] for i in range(40)]
+    train, held = cases.masked_text_batches(texts, seq=32, batch=4, predictions=6, steps=50,
+                                            held_out=2, seed=3)
+    assert len(train) == 50 and len(held) == 1 and held[0][0]["token_ids"].shape == (2, 32)
+    pieces = set(range(2000, 2400))
+    for x, y in train:
+        ids = x["token_ids"]
+        assert ids.shape == (4, 32) and np.all(ids[:, 0] == 101) and np.all(ids[:, -1] == 102)
+        assert set(y["masked_lm_ids"].ravel()) <= pieces
+        at = np.take_along_axis(ids, x["masked_lm_positions"], axis=1)
+        assert np.all((at == 103) | (at >= 1000))
+    # 80% [MASK], 10% random, 10% kept, over the 50 batches' 1200 predictions.
+    at = np.concatenate([np.take_along_axis(x["token_ids"], x["masked_lm_positions"], 1).ravel()
+                         for x, _ in train])
+    labels = np.concatenate([y["masked_lm_ids"].ravel() for _, y in train])
+    assert 0.75 < np.mean(at == 103) < 0.85 and 0.06 < np.mean(at == labels) < 0.14
+    # The held-out rows are the last pieces, never drawn for training.
+    held_pieces = set(held[0][1]["masked_lm_ids"].ravel())
+    assert all(not (set(y["masked_lm_ids"].ravel()) & held_pieces) for _, y in train)

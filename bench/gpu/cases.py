@@ -52,7 +52,14 @@ PLANS = {
         # (model, seq, batch, variant: ours.PROBE_VARIANTS)
         "probe": [("base", 512, 32, v) for v in (
             "as bert_tf runs", "no attention dropout", "fused attention, no attention dropout",
-            "fused attention with cuDNN's dropout")],
+            "fused attention")],
+        # What fused attention (BertEncoder.set_attention_implementation("fused")) does
+        # to the same steps, and to what a small model learns (`learning`: plain and
+        # fused from the same weights on the same masked real texts, per seed).
+        "fused": {"pretrain": [("base", 512, 76, (128, 64, 32)), ("base", 128, 20, (512, 256))],
+                  "inference": [("base", (64,)), ("minilm", (64,))],
+                  "learning": dict(model="minilm", seq=128, batch=32, predictions=20,
+                                   steps=300, chunk=50, seeds=(1, 2, 3), held_out=16)},
         "warmup_steps": 3, "timed_steps": 20, "inference_texts": {1: 200, 64: 1024},
         "parity_model": "base",
     },
@@ -62,6 +69,9 @@ PLANS = {
         "inference": [("tiny", (1, 8))],
         "probe": [("tiny", 32, 4, v) for v in (
             "as bert_tf runs", "no attention dropout", "fused attention, no attention dropout")],
+        "fused": {"pretrain": [("tiny", 64, 8, (8,))], "inference": [("tiny", (8,))],
+                  "learning": dict(model="tiny", seq=32, batch=4, predictions=4, steps=6,
+                                   chunk=3, seeds=(1, 2), held_out=2)},
         "warmup_steps": 1, "timed_steps": 2, "inference_texts": {1: 8, 8: 32},
         "parity_model": "tiny",
     },
@@ -163,6 +173,41 @@ def write_real_texts(count, vocab_file, path):
         start += n
     with open(path, "w") as f:
         json.dump(out, f)
+
+
+def masked_text_batches(texts, seq, batch, predictions, steps, held_out, seed=SEED):
+    """What the learning check trains and evaluates on: the real texts' pieces packed
+    into [CLS] ... [SEP] sequences of `seq` (as pretraining data packs a document), the
+    last `held_out` sequences kept apart; `steps` training batches of `batch` sequences
+    drawn with replacement, and one held-out batch, each masked as google's
+    create_pretraining_data masks (up to `predictions` positions, 80% [MASK], 10% a
+    random piece, 10% unchanged; weight 0 on unused slots). Next-sentence labels are all
+    0 (one segment). Returns (train batches, held-out batches) as (inputs, labels)."""
+    rng = np.random.default_rng(seed)
+    cls, sep = texts[0][0], texts[0][-1]
+    pieces = [p for t in texts for p in t[1:-1]]
+    body = seq - 2
+    rows = np.array([[cls] + pieces[i:i + body] + [sep]
+                     for i in range(0, len(pieces) - body + 1, body)], "int32")
+    train, held = rows[:-held_out], rows[-held_out:]
+
+    def masked(ids):
+        ids = ids.copy()
+        positions = np.sort(np.stack([rng.choice(np.arange(1, seq - 1), predictions,
+                                                 replace=False) for _ in ids]), axis=1)
+        labels = np.take_along_axis(ids, positions, axis=1)
+        draw = rng.random(positions.shape)
+        replaced = np.where(draw < 0.8, 103, np.where(draw < 0.9, rng.integers(
+            1000, VOCAB_SIZE, positions.shape), labels))  # 103: [MASK]
+        np.put_along_axis(ids, positions, replaced, axis=1)
+        x = {"token_ids": ids, "segment_ids": np.zeros_like(ids),
+             "padding_mask": np.ones_like(ids), "masked_lm_positions": positions.astype("int32")}
+        y = {"masked_lm_ids": labels.astype("int32"),
+             "masked_lm_weights": np.ones(positions.shape, "float32"),
+             "next_sentence_labels": np.zeros(len(ids), "int32")}
+        return x, y
+    batches = [masked(train[rng.integers(0, len(train), batch)]) for _ in range(steps)]
+    return batches, [masked(held)]
 
 
 def real_texts(count, work_dir):

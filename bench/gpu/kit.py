@@ -36,7 +36,8 @@ import cases  # noqa: E402
 
 # In order of what matters most when time runs short (the run stops starting what it has
 # no time for). probe is bert_tf's alone.
-GROUPS = ("parity", "pretrain", "inference", "finetune", "probe")
+GROUPS = ("parity", "pretrain", "fused", "inference", "finetune", "probe")
+BERT_TF_ONLY = ("fused", "probe")
 SIDES = (("bert_tf", "ours.py"), ("hf", "hf.py"))
 # max |ours - HF| / max |HF| over the logits: float32 (full-precision matmuls) and bf16.
 TOLERANCE = {"float32": 1e-4, "mixed_bfloat16": 5e-2}
@@ -78,6 +79,11 @@ def run_workers(mode, out_dir, work_dir, budget, vocab, only=None):
         # JAX takes 75% of the GPU's memory by default; the largest batches want more.
         env = dict(os.environ, KERAS_BACKEND="jax", PYTHONUNBUFFERED="1",
                    XLA_PYTHON_CLIENT_MEM_FRACTION="0.92")
+        if side == "bert_tf" and set(groups) & set(BERT_TF_ONLY):
+            # Fused attention's dropout kernel cannot go into XLA's command buffers
+            # (bert_tf/layers/fused_attention.py); the other groups keep them.
+            env["XLA_FLAGS"] = " ".join(filter(None, (
+                os.environ.get("XLA_FLAGS"), "--xla_gpu_enable_command_buffer=")))
         command = [sys.executable, os.path.join(HERE, script), *groups, "--mode", mode,
                    "--out", out_dir, "--work", work_dir, "--deadline", str(deadline)]
         print(f"== {side} {' '.join(groups)} ({left:.0f} s left)", flush=True)
@@ -97,10 +103,11 @@ def schedule(mode):
     the other). On a CPU, three processes: starting JAX and torch is most of the time."""
     if mode == "cpu":
         return [("hf", "hf.py", ["parity"]), ("bert_tf", "ours.py", list(GROUPS)),
-                ("hf", "hf.py", list(GROUPS[1:-1]))]
+                ("hf", "hf.py", [g for g in GROUPS[1:] if g not in BERT_TF_ONLY])]
     steps = []
     for group in GROUPS:
-        sides = SIDES[:1] if group == "probe" else SIDES[::-1] if group == "parity" else SIDES
+        sides = SIDES[:1] if group in BERT_TF_ONLY else SIDES[::-1] if group == "parity" \
+            else SIDES
         for side, script in sides:
             steps.append((side, script, [group]))
     return steps
@@ -136,15 +143,21 @@ def summarise(rows, parity, mode, budget):
     peak = cases.peak_flops(device)
     measured = {}
     notes = []
+    learned = {}
     for r in rows:
         if r["group"] in ("env", "parity"):
             continue
+        if r["group"] == "learning" and "skipped" not in r:
+            learned.setdefault(r["attention"], []).append(r)
+            continue
+        fused = ", fused attention" if r.get("attention") == "fused" else ""
         if "skipped" in r:
-            notes.append(f"{r['side']} {r['group']} {r['model']}: skipped ({r['skipped']})")
+            notes.append(f"{r['side']} {r['group']}{fused} {r['model']}: skipped "
+                         f"({r['skipped']})")
             continue
         if r.get("out_of_memory"):
-            notes.append(f"{r['side']} {r['group']} {r['model']} seq {r['seq']}: batch "
-                         f"{r['batch']} did not fit")
+            notes.append(f"{r['side']} {r['group']}{fused} {r['model']} seq {r['seq']}: "
+                         f"batch {r['batch']} did not fit")
             continue
         if r["group"] == "probe":
             head = f"probe, {r['model']} batch {r['batch']} seq {r['seq']}, {r['variant']}"
@@ -157,27 +170,60 @@ def summarise(rows, parity, mode, budget):
                              f"{1000 * r['step_s']:.1f} ms{mfu} ({kernels}"
                              f"{r['custom_calls']} custom calls)")
             continue
+        attention = r.get("attention", "plain")
         if r["group"] == "inference":
-            key = ("inference", r["model"], None, r["batch"])
+            key = ("inference", r["model"], None, r["batch"], attention)
             value = dict(rate=r["texts"] / r["seconds"], unit="texts/s")
         else:
-            key = (r["group"], r["model"], r["seq"], None)
+            key = (r["group"], r["model"], r["seq"], None, attention)
             tokens = r["batch"] * r["seq"]
             value = dict(rate=tokens / r["step_s"], unit="tokens/s", batch=r["batch"],
                          mfu=(r["flops"] / r["step_s"] / peak) if peak else None,
                          step_ms=1000 * r["step_s"])
         measured.setdefault(key, {})[r["side"]] = value
     table = []
-    for (group, model, seq, batch), sides in measured.items():
-        ours, hf = sides.get("bert_tf"), sides.get("hf")
-        table.append(dict(group=group, model=model, seq=seq, batch=batch, bert_tf=ours,
-                          hf=hf, ratio=(ours["rate"] / hf["rate"]) if ours and hf else None))
+    # Each case's plain row, then its fused row, in the order the cases were measured.
+    first_seen = {}
+    for key in sorted(measured, key=lambda k: k[4] != "plain"):
+        first_seen.setdefault(key[:4], len(first_seen))
+    for (group, model, seq, batch, attention), sides in sorted(
+            measured.items(), key=lambda item: (first_seen[item[0][:4]], item[0][4] != "plain")):
+        # HF runs its one attention (SDPA): a fused row compares with the same HF row.
+        ours = sides.get("bert_tf")
+        hf = measured.get((group, model, seq, batch, "plain"), {}).get("hf")
+        table.append(dict(group=group, model=model, seq=seq, batch=batch, attention=attention,
+                          bert_tf=ours, hf=hf,
+                          ratio=(ours["rate"] / hf["rate"]) if ours and hf else None))
+    notes += learning_notes(learned)
     return dict(mode=mode, device=device, peak_flops=peak, budget_s=budget,
                 date=datetime.date.today().isoformat(),
                 versions={side: {k: v for k, v in r.items()
                                  if k not in ("group", "side", "device")}
                           for side, r in env.items()},
                 parity=parity, tolerance=TOLERANCE, table=table, notes=notes)
+
+
+def learning_notes(learned):
+    """One line per attention implementation of the learning check (ours.learning)."""
+    notes = []
+    for attention, runs in learned.items():
+        runs = sorted(runs, key=lambda r: r["seed"])
+        first = runs[0]
+        final = [r["chunk_losses"][-1] for r in runs]
+        held = [r["held_out_loss"] for r in runs]
+        accuracy = [100 * r["held_out_accuracy"] for r in runs]
+        seeds = ", ".join(str(r["seed"]) for r in runs)
+        notes.append(
+            f"learning, {attention} attention: {first['model']} pretrained {first['steps']} "
+            f"steps (seq {first['seq']}, batch {first['batch']}), seeds {seeds}: last "
+            f"steps' loss {joined(final, '{:.3f}')} (mean {np.mean(final):.3f}); held-out "
+            f"masked-LM loss {joined(held, '{:.3f}')}, accuracy {joined(accuracy, '{:.1f}%')} "
+            f"(mean {np.mean(accuracy):.1f}%)")
+    return notes
+
+
+def joined(values, form):
+    return ", ".join(form.format(v) for v in values)
 
 
 def fmt_rate(side):
@@ -207,7 +253,8 @@ def markdown(summary):
             mfu = " / ".join("—" if not s or s["mfu"] is None else f"{100 * s['mfu']:.0f}%"
                              for s in (ours, hf))
         ratio = "—" if row["ratio"] is None else f"**{row['ratio']:.2f}x**"
-        lines.append(f"| {row['group']} | {row['model']} | {seq} | {batch} | "
+        step = row["group"] + (", fused attention" if row.get("attention") == "fused" else "")
+        lines.append(f"| {step} | {row['model']} | {seq} | {batch} | "
                      f"{fmt_rate(ours)} {unit} | {fmt_rate(hf)} {unit} | {ratio} | {mfu} |")
     lines += [f"- {n}" for n in summary["notes"]]
     return "\n".join(lines) + "\n"
@@ -222,12 +269,13 @@ def merge(results_files):
     if len(summaries) == 1:
         return summaries[0]
     rows = [row for path in results_files for row in read_rows(os.path.dirname(path))]
-    done = {(r["side"], r["group"], r.get("model")) for r in rows if "skipped" not in r}
-    rows = [r for r in rows if "skipped" not in r
-            or (r["side"], r["group"], r.get("model")) not in done]
+    def case(r):
+        return r["side"], r["group"], r.get("model"), r.get("attention")
+    done = {case(r) for r in rows if "skipped" not in r}
+    rows = [r for r in rows if "skipped" not in r or case(r) not in done]
     def measurement(r):
         return (r["side"], r["group"], r.get("model"), r.get("seq"), r.get("batch"),
-                r.get("variant"))
+                r.get("variant"), r.get("attention"), r.get("seed"))
     fastest = {}
     for r in rows:
         seconds = r.get("step_s", r.get("seconds"))
@@ -304,11 +352,12 @@ def main():
         f.write(text)
     print(text)
     if args.mode == "cpu":
+        # The fused group's rows are pretrain, learning and inference rows.
         missing = {(g, s) for g in GROUPS[1:] for s, _ in SIDES
-                   if (g != "probe" or s == "bert_tf") and (only is None or (s, g) in only)
+                   if (g not in BERT_TF_ONLY or s == "bert_tf") and (only is None or (s, g) in only)
                    } - {
-            (r["group"], r["side"]) for r in read_rows(args.out)
-            if "step_s" in r or "seconds" in r}
+            ("fused" if r.get("attention") == "fused" else r["group"], r["side"])
+            for r in read_rows(args.out) if "step_s" in r or "seconds" in r}
         failures += [f"{s} {g}: no measurement" for g, s in sorted(missing)]
     for failure in failures:
         print(f"error: {failure}", file=sys.stderr)

@@ -3,7 +3,8 @@
     KERAS_BACKEND=jax python bench/gpu/ours.py GROUP... --mode gpu|cpu --out DIR --work DIR \
         --deadline T
 
-GROUPs: parity, pretrain, finetune, inference, probe (cases.py says the shapes). Each
+GROUPs: parity, pretrain, fused, finetune, inference, probe (cases.py says the shapes;
+fused: pretraining, the learning check and inference with fused attention). Each
 measurement is appended to OUT/results.jsonl as soon as it is taken. Training runs as a
 user runs it: `model.fit()` on mixed_bfloat16 models, compiled with jit_compile=True
 (pretraining through bert_tf.pretraining.fit: google's loss, AdamW with BERT's schedule
@@ -15,6 +16,7 @@ import os
 import re
 import sys
 import time
+import zlib
 
 sys.modules["tensorflow"] = None  # the GPU machines have none; prove it is not needed
 os.environ.setdefault("KERAS_BACKEND", "jax")
@@ -32,7 +34,6 @@ from bert_tf.encoder import BertEncoder  # noqa: E402
 from bert_tf.pretrainer import BertPretrainer  # noqa: E402
 from bert_tf.pretraining import fit  # noqa: E402
 from bert_tf.pretraining.optimization import create_optimizer  # noqa: E402
-from bert_tf.layers.transformer import TransformerBlock  # noqa: E402
 from bert_tf.task_models import BertClassifier  # noqa: E402
 
 INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -93,14 +94,19 @@ def parity(plan, work_dir, results):
     results.add(group="parity", model=plan["parity_model"], device=device_name())
 
 
-def pretrain(plan, results, deadline):
-    for model_name, seq, predictions, batches in plan["pretrain"]:
+def pretrain(plan, results, deadline, attention="plain"):
+    """The largest batch that fits of each pretraining case, timed through fit(). With
+    attention="fused", plan["fused"]'s cases, the encoder set to fused attention."""
+    extra = {} if attention == "plain" else {"attention": attention}
+    for model_name, seq, predictions, batches in (
+            plan["pretrain"] if attention == "plain" else plan["fused"]["pretrain"]):
         config = BertConfig(**cases.config_dict(model_name))
         for batch_size in batches:
             if cases.out_of_time(plan, deadline, 60, results, group="pretrain",
-                                 model=model_name, seq=seq):
+                                 model=model_name, seq=seq, **extra):
                 return
             model = BertPretrainer.from_config_object(config, dtype="mixed_bfloat16")
+            model.encoder.set_attention_implementation(attention)
             fit.compile_for_pretraining(model, learning_rate=1e-4, num_train_steps=10000,
                                         num_warmup_steps=1000, jit_compile=True)
             data = cases.pretraining_batch(batch_size, seq, predictions)
@@ -115,12 +121,13 @@ def pretrain(plan, results, deadline):
                 if not is_out_of_memory(e):
                     raise
                 results.add(group="pretrain", model=model_name, seq=seq, batch=batch_size,
-                            out_of_memory=True)
+                            out_of_memory=True, **extra)
                 continue
             release(model)
             results.add(group="pretrain", model=model_name, seq=seq, batch=batch_size,
                         predictions=predictions, step_s=seconds, warmup_s=warm, loss=loss,
-                        flops=cases.train_flops(model_name, batch_size, seq, predictions))
+                        flops=cases.train_flops(model_name, batch_size, seq, predictions),
+                        **extra)
             break
 
 
@@ -144,14 +151,18 @@ def finetune(plan, results, deadline):
                     flops=cases.train_flops(model_name, batch_size, seq))
 
 
-def inference(plan, work_dir, results, deadline):
+def inference(plan, work_dir, results, deadline, attention="plain"):
     """Real short texts, each batch padded to its longest text rounded up to 32 (so XLA
-    compiles a handful of widths, all before the timed pass), bfloat16 weights."""
-    for model_name, batch_sizes in plan["inference"]:
+    compiles a handful of widths, all before the timed pass), bfloat16 weights. With
+    attention="fused", plan["fused"]'s cases with fused attention."""
+    extra = {} if attention == "plain" else {"attention": attention}
+    for model_name, batch_sizes in (plan["inference"] if attention == "plain"
+                                    else plan["fused"]["inference"]):
         model = classifier(model_name, "bfloat16")
+        model.encoder.set_attention_implementation(attention)
         for batch_size in batch_sizes:
             if cases.out_of_time(plan, deadline, 30, results, group="inference",
-                                 model=model_name, batch=batch_size):
+                                 model=model_name, batch=batch_size, **extra):
                 return
             texts = cases.real_texts(plan["inference_texts"][batch_size], work_dir)
             batches = list(cases.padded_batches(texts, batch_size, multiple=32))
@@ -168,50 +179,72 @@ def inference(plan, work_dir, results, deadline):
             results.add(group="inference", model=model_name, batch=batch_size,
                         texts=len(texts), seconds=seconds, warmup_s=warm,
                         widths=sorted({b["token_ids"].shape[1] for b in batches}),
-                        tokens=int(sum(len(t) for t in texts)))
+                        tokens=int(sum(len(t) for t in texts)), **extra)
         release(model)
 
 
-def fused_attention(with_dropout):
-    """A TransformerBlock.attend that calls one fused attention kernel. Without dropout:
-    jax.nn.dot_product_attention (cuDNN's kernel on a GPU, XLA's on a CPU), no dropout on
-    the probabilities. With dropout: cuDNN's kernel with its own dropout at the layer's
-    rate, through JAX's internal call (its seed is a compile-time constant, so this
-    measures speed only). Keras' symbolic pass (unknown lengths) and the [CLS]-only last
-    block (one query row: cuDNN takes a bias only with even lengths) keep bert_tf's own."""
-    def attend(self, query, key, value, attention_bias, training):
-        rows, seq = query.shape[2], key.shape[2]
-        if not isinstance(rows, int) or not isinstance(seq, int) or rows % 2 or seq % 2:
-            return PLAIN_ATTEND(self, query, key, value, attention_bias, training)
-        q, k, v = (jax.numpy.swapaxes(t, 1, 2) for t in (query, key, value))  # [b, s, h, d]
-        bias = jax.numpy.broadcast_to(attention_bias.astype(q.dtype),
-                                      (q.shape[0], 1, rows, seq))
-        scale = 1.0 / self.head_size ** 0.5
-        if with_dropout:
-            from jax._src.cudnn import fused_attention_stablehlo as cudnn
-            rate = self.attention_probs_dropout_prob if training else 0.0
-            out = cudnn.dot_product_attention(q, k, v, bias=bias, scale=scale,
-                                              dropout_rate=rate)
+def learning(plan, work_dir, results, deadline):
+    """Whether fused attention changes what a model learns: a small pretrainer trained
+    from the same weights on the same masked real texts (cases.masked_text_batches) with
+    plain and with fused attention, per seed; the mean training loss of each `chunk` of
+    steps and the held-out masked-LM loss and accuracy at the end. The two differ only in
+    the attention kernel and in dropout's random draws (Keras' against cuDNN's)."""
+    spec = plan["fused"]["learning"]
+    texts = cases.real_texts(max(plan["inference_texts"].values()), work_dir)
+    config = BertConfig(**cases.config_dict(spec["model"]))
+    for attention in ("plain", "fused"):
+        if cases.out_of_time(plan, deadline, 45, results, group="learning",
+                             model=spec["model"], attention=attention):
+            return
+        model = BertPretrainer.from_config_object(config, dtype="mixed_bfloat16")
+        model.encoder.set_attention_implementation(attention)
+        fit.compile_for_pretraining(model, learning_rate=5e-4, num_train_steps=spec["steps"],
+                                    num_warmup_steps=spec["steps"] // 10, jit_compile=True)
+        start = time.perf_counter()
+        for seed in spec["seeds"]:
+            batches, held_out = cases.masked_text_batches(
+                texts, spec["seq"], spec["batch"], spec["predictions"], spec["steps"],
+                spec["held_out"], seed=seed)
+            initialise(model, seed)
+            losses = [float(model.train_on_batch(x, y)) for x, y in batches]
+            chunks = [float(np.mean(losses[i:i + spec["chunk"]]))
+                      for i in range(0, len(losses), spec["chunk"])]
+            metrics = fit.evaluate(model, held_out)
+            if not np.all(np.isfinite(chunks)):
+                raise FloatingPointError(f"{attention} seed {seed}: loss {chunks}")
+            results.add(group="learning", model=spec["model"], seq=spec["seq"],
+                        batch=spec["batch"], steps=spec["steps"], attention=attention,
+                        seed=seed, chunk_losses=chunks,
+                        held_out_loss=metrics["masked_lm_loss"],
+                        held_out_accuracy=metrics["masked_lm_accuracy"],
+                        seconds=time.perf_counter() - start)
+            start = time.perf_counter()
+        release(model)
+
+
+def initialise(model, seed):
+    """The model's weights drawn from `seed` (each variable from its path, so plain and
+    fused start equal: BERT's truncated normal, stddev 0.02; LayerNorm 1 and 0; biases
+    0) and its optimizer's state zeroed, so one compiled model trains every seed."""
+    for v in model.weights:
+        rng = np.random.default_rng([seed, zlib.crc32(v.path.encode())])
+        if v.path.endswith(("gamma", "scale")):
+            value = np.ones(v.shape)
+        elif v.path.endswith(("beta", "bias")) or len(v.shape) < 2:
+            value = np.zeros(v.shape)
         else:
-            gpu = jax.devices()[0].platform == "gpu"
-            out = jax.nn.dot_product_attention(q, k, v, bias=bias, scale=scale,
-                                               implementation="cudnn" if gpu else None)
-        return jax.numpy.swapaxes(out, 1, 2)
-    return attend
+            value = np.clip(rng.standard_normal(v.shape), -2, 2) * 0.02
+        v.assign(value.astype(v.dtype))
+    for v in model.optimizer.variables:
+        v.assign(np.zeros(v.shape, v.dtype))
 
 
-PLAIN_ATTEND = TransformerBlock.attend
-# What each probe variant changes: (config overrides, TransformerBlock.attend or None,
-# XLA compiler options). cuDNN's attention with dropout aborted the process inside XLA
-# while recording a command buffer (H200, jax 0.11.2; bench/gpu/README.md), so that
-# variant compiles without command buffers, and runs last.
+# What each probe variant changes: (config overrides, attention implementation).
 PROBE_VARIANTS = {
-    "as bert_tf runs": ({}, None, None),
-    "no attention dropout": ({"attention_probs_dropout_prob": 0.0}, None, None),
-    "fused attention, no attention dropout": ({"attention_probs_dropout_prob": 0.0},
-                                              fused_attention(False), None),
-    "fused attention with cuDNN's dropout": ({}, fused_attention(True),
-                                             {"xla_gpu_enable_command_buffer": ""}),
+    "as bert_tf runs": ({}, "plain"),
+    "no attention dropout": ({"attention_probs_dropout_prob": 0.0}, "plain"),
+    "fused attention, no attention dropout": ({"attention_probs_dropout_prob": 0.0}, "fused"),
+    "fused attention": ({}, "fused"),
 }
 
 
@@ -219,23 +252,19 @@ def probe(plan, results, deadline):
     """Where a training step's time goes: the jitted forward + backward alone (no fit(),
     no optimizer) of a classifier, with the number of kernels XLA compiled it into, as
     bert_tf runs it and with one thing changed (PROBE_VARIANTS): attention dropout off,
-    then also one fused attention kernel, or the fused kernel with its own dropout. Each
+    then also fused attention, or fused attention with its kernel's own dropout. Each
     variant's time against the first's says what that part costs."""
     for model_name, seq, batch_size, variant in plan["probe"]:
         row = dict(group="probe", model=model_name, seq=seq, batch=batch_size,
                    variant=variant)
         if cases.out_of_time(plan, deadline, 30, results, **row):
             return
-        overrides, attend, compiler_options = PROBE_VARIANTS[variant]
-        TransformerBlock.attend = attend or PLAIN_ATTEND
+        overrides, attention = PROBE_VARIANTS[variant]
         try:
-            step_s, hlo = probe_step(plan, model_name, seq, batch_size, overrides,
-                                     compiler_options)
+            step_s, hlo = probe_step(plan, model_name, seq, batch_size, overrides, attention)
         except Exception as e:  # noqa: BLE001  (a variant the device cannot run: say so)
             results.add(**row, error=error_line(e))
             continue
-        finally:
-            TransformerBlock.attend = PLAIN_ATTEND
         results.add(**row, step_s=step_s, fusions=hlo.count(" fusion("),
                     custom_calls=hlo.count(" custom-call("),
                     flops=cases.train_flops(model_name, batch_size, seq))
@@ -250,9 +279,10 @@ def error_line(error):
     return f"{type(error).__name__}: {(lines or [''])[0][:200]}"
 
 
-def probe_step(plan, model_name, seq, batch_size, overrides, compiler_options=None):
+def probe_step(plan, model_name, seq, batch_size, overrides, attention="plain"):
     """(seconds per jitted forward + backward, the compiled HLO text)."""
     model = classifier(model_name, "mixed_bfloat16", **overrides)
+    model.encoder.set_attention_implementation(attention)
     x, y = cases.classification_batch(batch_size, seq)
     trainable = [v.value for v in model.trainable_variables]
     other = [v.value for v in model.non_trainable_variables]
@@ -264,7 +294,7 @@ def probe_step(plan, model_name, seq, batch_size, overrides, compiler_options=No
     x = jax.tree.map(jax.numpy.asarray, x)
     y = jax.numpy.asarray(y)
     try:
-        compiled = jax.jit(jax.grad(loss)).lower(trainable, x, y).compile(compiler_options)
+        compiled = jax.jit(jax.grad(loss)).lower(trainable, x, y).compile()
         hlo = compiled.as_text()
         jax.block_until_ready(compiled(trainable, x, y))
         steps = 3 * plan["timed_steps"]
@@ -278,7 +308,8 @@ def probe_step(plan, model_name, seq, batch_size, overrides, compiler_options=No
 
 
 def main():
-    args = cases.worker_args(__doc__, ["parity", "pretrain", "finetune", "inference", "probe"])
+    args = cases.worker_args(__doc__, ["parity", "pretrain", "fused", "finetune", "inference",
+                                       "probe"])
     plan = cases.PLANS[args.mode]
     results = cases.Results(args.out, "bert_tf")
     for group in args.groups:
@@ -288,6 +319,10 @@ def main():
             parity(plan, args.work, results)
         elif group == "pretrain":
             pretrain(plan, results, args.deadline)
+        elif group == "fused":
+            pretrain(plan, results, args.deadline, attention="fused")
+            learning(plan, args.work, results, args.deadline)
+            inference(plan, args.work, results, args.deadline, attention="fused")
         elif group == "finetune":
             finetune(plan, results, args.deadline)
         elif group == "inference":

@@ -6,13 +6,19 @@ matmul instead of three small ones; the checkpoint converters split and join it.
 """
 
 import math
+import random
 
 import keras
 from keras import ops
 
+from bert_tf.layers import fused_attention
+
 # Added to the attention logits of padded keys, as in google's original (-10000). It is
 # finite so that a fully padded row stays well-defined, and exp(-10000) is 0 in any float.
 MASK_LOGIT = -10000.0
+# How a block computes its attention: "plain", its own Keras ops (every backend); "fused",
+# one fused kernel where the backend has one (bert_tf/layers/fused_attention.py says which).
+ATTENTION_IMPLEMENTATIONS = ("plain", "fused")
 
 
 def gelu_exact(x):
@@ -40,7 +46,8 @@ class TransformerBlock(keras.layers.Layer):
 
     def __init__(self, hidden_size, num_attention_heads, intermediate_size,
                  hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
-                 initializer_range=0.02, layer_norm_eps=1e-12, **kwargs):
+                 initializer_range=0.02, layer_norm_eps=1e-12, attention_implementation="plain",
+                 **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.num_attention_heads = num_attention_heads
@@ -52,6 +59,11 @@ class TransformerBlock(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.layer_norm_eps = layer_norm_eps
         self.activation = activation_fn(hidden_act)
+        self.attention_implementation = check_attention_implementation(
+            attention_implementation)
+        # The seed of a fused kernel's own dropout (a compile-time constant there): one per
+        # block, drawn from Python's generator (keras.utils.set_random_seed seeds it).
+        self.fused_dropout_seed = random.randint(1, 2**31 - 1)
 
         def dense(units, name):
             return keras.layers.Dense(
@@ -87,8 +99,15 @@ class TransformerBlock(keras.layers.Layer):
         """Scaled dot-product attention with dropout on the probabilities. query: [batch,
         heads, rows, size]; key, value: [batch, heads, seq, size]; attention_bias: [batch,
         1, 1, seq]. Returns the context, [batch, heads, rows, size]."""
+        scale = 1.0 / math.sqrt(self.head_size)
+        if self.attention_implementation == "fused":
+            rate = self.attention_probs_dropout_prob if training else 0.0
+            context = fused_attention.attend(query, key, value, attention_bias, scale, rate,
+                                             self.fused_dropout_seed)
+            if context is not None:
+                return context
         # Scale the query rather than the [rows, seq] logits: fewer multiplies.
-        query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
+        query = query * ops.cast(scale, query.dtype)
         logits = ops.matmul(query, ops.swapaxes(key, -1, -2))  # [batch, heads, rows, seq]
         logits = logits + ops.cast(attention_bias, logits.dtype)
         probs = ops.softmax(logits, axis=-1)
@@ -148,5 +167,13 @@ class TransformerBlock(keras.layers.Layer):
                       hidden_dropout_prob=self.hidden_dropout_prob,
                       attention_probs_dropout_prob=self.attention_probs_dropout_prob,
                       initializer_range=self.initializer_range,
-                      layer_norm_eps=self.layer_norm_eps)
+                      layer_norm_eps=self.layer_norm_eps,
+                      attention_implementation=self.attention_implementation)
         return config
+
+
+def check_attention_implementation(name):
+    if name not in ATTENTION_IMPLEMENTATIONS:
+        raise ValueError(f"attention_implementation: expected one of "
+                         f"{', '.join(ATTENTION_IMPLEMENTATIONS)}, got {name!r}")
+    return name
