@@ -12,7 +12,9 @@ block's memory traffic at long lengths on a GPU (bench/gpu/README.md). What runs
          With dropout, on a GPU, bfloat16/float16: cuDNN's kernel with its own dropout,
          through JAX's cuDNN module (jax._src.cudnn; the public call takes no dropout). XLA
          keeps one Philox offset per compiled kernel that advances on every execution, so
-         every step draws new masks; `seed` (one per block) keeps two blocks' masks apart.
+         every step draws new masks; `seed` (one per block) keeps two blocks' masks apart. Each
+         device keeps its own offset from 0, so under data parallelism every device
+         draws the same masks (over different examples).
          XLA aborts when it records that kernel into a command buffer (jax 0.11.2), so the
          process needs XLA_FLAGS=--xla_gpu_enable_command_buffer= (said in one line when
          it is missing).
