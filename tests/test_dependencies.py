@@ -19,6 +19,11 @@ RUNTIME_PACKAGES = ("bert_tf", "tasks", "export")
 USED_WITHOUT_IMPORT = {
     "tensorboard": "tf.summary (pretraining and fine-tuning logs) is provided by it",
 }
+# Files that import a Keras backend's own framework only on the branch where Keras runs on
+# it (keras.backend.backend() == its name), so it is installed whenever that line runs.
+BACKEND_FRAMEWORK_IMPORTS = {
+    os.path.join("bert_tf", "layers", "fused_attention.py"): {"jax", "torch"},
+}
 
 
 def canonical(name):
@@ -91,7 +96,8 @@ def undeclared_imports(root, packages, requirements, distributions=None):
     for path in python_files(root, packages):
         rel = os.path.relpath(path, root)
         for line, module, optional in imports_of(path):
-            if module in first_party or module in sys.stdlib_module_names or optional:
+            if module in first_party or module in sys.stdlib_module_names or optional \
+                    or module in BACKEND_FRAMEWORK_IMPORTS.get(rel, ()):
                 continue
             dists = {canonical(d) for d in distributions.get(module, ())}
             hit = dists & requirements

@@ -62,8 +62,9 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_implementation = check_attention_implementation(
             attention_implementation)
         # The seed of a fused kernel's own dropout (a compile-time constant there): one per
-        # block, drawn from Python's generator (keras.utils.set_random_seed seeds it).
-        self.fused_dropout_seed = random.randint(1, 2**31 - 1)
+        # block, drawn from Python's generator (keras.utils.set_random_seed seeds it) when
+        # a fused kernel first needs it, so that plain blocks leave that generator alone.
+        self.fused_dropout_seed = None
 
         def dense(units, name):
             return keras.layers.Dense(
@@ -102,6 +103,8 @@ class TransformerBlock(keras.layers.Layer):
         scale = 1.0 / math.sqrt(self.head_size)
         if self.attention_implementation == "fused":
             rate = self.attention_probs_dropout_prob if training else 0.0
+            if self.fused_dropout_seed is None:
+                self.fused_dropout_seed = random.randint(1, 2**31 - 1)
             context = fused_attention.attend(query, key, value, attention_bias, scale, rate,
                                              self.fused_dropout_seed)
             if context is not None:
