@@ -471,12 +471,13 @@ def test_minilm_tags_chinese_entities_and_random_init_does_not(tmp_path, minilm_
     """Chinese NER: 320 training sentences one character per line (MSRA's layout), held
     out 240 sentences of unseen names, places and organisations written one segmented word
     per line (People's Daily's layout), scored on those words. Mixed Chinese-English text,
-    full-width punctuation. One epoch of 20 steps, as the English test. MiniLM is an
-    English model (its vocabulary holds 244 CJK ideographs): its lead here is smaller than
-    in English, and random init catches up with more steps (see tasks/README.md).
-    Measured: MiniLM 51.4, random 29.8; with the shuffle orders of seeds 2-5, 46.2-53.3
-    and 27.5-33.1. With 80 held-out sentences MiniLM's lead ranged 7-22 points over seeds
-    1-5: 240 cost little to predict and steady it."""
+    full-width punctuation. Three epochs of 20 steps: MiniLM is an English model (its
+    vocabulary holds 244 CJK ideographs), and after one epoch its score swung with the
+    head's initialisation and dropout draws (`fine_tune_minilm_and_random`'s seed): 31.7
+    to 65.3 over seeds 1-6, against random init's 24.0-29.8. After three, over seeds 1-6:
+    MiniLM 86.0-89.6, random init 56.2-68.1, MiniLM's lead 17.9-30.6 points. With 80
+    held-out sentences MiniLM's lead ranged 7-22 points over shuffle seeds 1-5 (one
+    epoch): 240 cost little to predict and steady it."""
     import keras
 
     from tests.chinese_data import (ZH_HELD_OUT_ENTITIES, ZH_TRAIN_ENTITIES, write_zh_conll,
@@ -505,8 +506,8 @@ def test_minilm_tags_chinese_entities_and_random_init_does_not(tmp_path, minilm_
     pretrained, random_init = fine_tune_minilm_and_random(
         minilm_dir, lambda encoder: BertTokenClassifier(encoder, len(labels)),
         ner.compile_ner_model, ner.make_dataset(train, 16, training=True, seed=1).repeat(),
-        len(train["token_ids"]), score, learning_rate=2e-4, batch_size=16)
+        len(train["token_ids"]), score, learning_rate=2e-4, batch_size=16, epochs=3)
     print("minilm", pretrained["f1"], "random", random_init["f1"])
-    assert pretrained["f1"] >= 40.0
-    assert random_init["f1"] <= 35.0
-    assert pretrained["f1"] - random_init["f1"] >= 15.0
+    assert pretrained["f1"] >= 80.0
+    assert random_init["f1"] <= 75.0
+    assert pretrained["f1"] - random_init["f1"] >= 12.0
