@@ -22,8 +22,8 @@ from keras import ops
 
 from bert_tf.config import BertConfig
 from bert_tf.input_names import INPUT_NAMES, PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
-from bert_tf.layers import MASK_LOGIT, BertEmbeddings, TransformerBlock
-from bert_tf.layers.transformer import check_attention_implementation
+from bert_tf.layers import (MASK_LOGIT, BertEmbeddings, TransformerBlock,
+                            check_attention_implementation)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

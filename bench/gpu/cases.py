@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 VOCAB_SIZE = 30522
+MASK_ID = 103  # [MASK] in bert-base-uncased's vocabulary
 # (layers, hidden, heads, intermediate): google's BERT-base and large, and all-MiniLM-L6-v2's
 # shape (the model bench/serving.py serves), with bert-base-uncased's vocabulary.
 MODELS = {
@@ -123,7 +124,7 @@ def pretraining_batch(batch, seq, predictions, seed=SEED):
     positions = np.sort(np.stack([rng.choice(np.arange(1, seq - 1), predictions, replace=False)
                                   for _ in range(batch)]), axis=1).astype("int32")
     labels = np.take_along_axis(ids, positions, axis=1)
-    np.put_along_axis(ids, positions, 103, axis=1)  # [MASK] in bert-base-uncased
+    np.put_along_axis(ids, positions, MASK_ID, axis=1)
     return {"token_ids": ids, "segment_ids": segments,
             "padding_mask": np.ones((batch, seq), "int32"),
             "masked_lm_positions": positions, "masked_lm_ids": labels,
@@ -179,10 +180,10 @@ def masked_text_batches(texts, seq, batch, predictions, steps, held_out, seed=SE
     """What the learning check trains and evaluates on: the real texts' pieces packed
     into [CLS] ... [SEP] sequences of `seq` (as pretraining data packs a document), the
     last `held_out` sequences kept apart; `steps` training batches of `batch` sequences
-    drawn with replacement, and one held-out batch, each masked as google's
-    create_pretraining_data masks (up to `predictions` positions, 80% [MASK], 10% a
-    random piece, 10% unchanged; weight 0 on unused slots). Next-sentence labels are all
-    0 (one segment). Returns (train batches, held-out batches) as (inputs, labels)."""
+    drawn with replacement, and one held-out batch, each with `predictions` positions
+    per row masked in google's proportions (80% [MASK], 10% a random word piece, id 1000
+    and up, 10% unchanged; all weighted 1). Next-sentence labels are all 0 (one segment).
+    Returns (train batches, held-out batches) as (inputs, labels)."""
     rng = np.random.default_rng(seed)
     cls, sep = texts[0][0], texts[0][-1]
     pieces = [p for t in texts for p in t[1:-1]]
@@ -197,8 +198,8 @@ def masked_text_batches(texts, seq, batch, predictions, steps, held_out, seed=SE
                                                  replace=False) for _ in ids]), axis=1)
         labels = np.take_along_axis(ids, positions, axis=1)
         draw = rng.random(positions.shape)
-        replaced = np.where(draw < 0.8, 103, np.where(draw < 0.9, rng.integers(
-            1000, VOCAB_SIZE, positions.shape), labels))  # 103: [MASK]
+        replaced = np.where(draw < 0.8, MASK_ID, np.where(draw < 0.9, rng.integers(
+            1000, VOCAB_SIZE, positions.shape), labels))
         np.put_along_axis(ids, positions, replaced, axis=1)
         x = {"token_ids": ids, "segment_ids": np.zeros_like(ids),
              "padding_mask": np.ones_like(ids), "masked_lm_positions": positions.astype("int32")}
