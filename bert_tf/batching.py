@@ -172,10 +172,18 @@ def pad_to_width(x, width, axis, value=0):
 # read once per call: ~30 ms for BERT-base fp32 on 2 CPU cores, ~32 tokens' worth).
 CALL_OVERHEAD_TOKENS = 32
 # At most this many tokens (rows x width) go into one model call: the activations of a
-# call grow with it (BERT-base at width 384: ~60 KB a token, ~0.5 GB a call), so a request
+# call grow with it (BERT-base at width 384: ~60 KB a token, ~120 MB a call), so a request
 # of thousands of windows (a long SQuAD context) runs in calls of bounded memory. The
-# per-call overhead is then under 0.5% of a full call.
-MAX_CALL_TOKENS = 8192
+# per-call overhead is then about 1.5% of a full call. A full batch of 32 x 128 tokens is
+# two calls: where the calls can run side by side (below), two cores each run one.
+MAX_CALL_TOKENS = 2048
+# At most this many calls are under way at once. A loop iteration whose model reads no
+# variables (an export with --freeze_weights) may start before the one before it ends;
+# with TensorFlow's intra-op pool at one thread (TF Serving's
+# --tensorflow_intra_op_parallelism=1) that is what keeps every core busy on a batch
+# (docs/serving.md, "Threads"). Memory stays within PARALLEL_CALLS x MAX_CALL_TOKENS
+# tokens' activations.
+PARALLEL_CALLS = 4
 
 
 def run_by_length(fn, features, per_token=(), overhead_tokens=CALL_OVERHEAD_TOKENS,
@@ -188,7 +196,8 @@ def run_by_length(fn, features, per_token=(), overhead_tokens=CALL_OVERHEAD_TOKE
     pays: from each start, the sub-batch that minimises (overhead_tokens + rows x width)
     per row is taken, so equal lengths stay one call and a few long texts get calls of
     their own; no call takes more than max_call_tokens tokens (rows x examples' sequences
-    x width; at least one row), so memory does not grow with the batch. Real tokens
+    x width; at least one row) and at most PARALLEL_CALLS calls are under way at once, so
+    memory does not grow with the batch. Real tokens
     attend only to real tokens, so the outputs equal one call on the whole batch padded
     to its width.
 
@@ -240,6 +249,7 @@ def run_by_length(fn, features, per_token=(), overhead_tokens=CALL_OVERHEAD_TOKE
         out = run(i, end, w)
         return end, step + 1, [a.write(step, out[k]) for a, k in zip(arrays, names)]
 
-    _, _, arrays = tf.while_loop(lambda i, step, arrays: i < n, body, (end, 1, arrays))
+    _, _, arrays = tf.while_loop(lambda i, step, arrays: i < n, body, (end, 1, arrays),
+                                 parallel_iterations=PARALLEL_CALLS)
     inverse = tf.math.invert_permutation(order)
     return {k: tf.gather(a.concat(), inverse) for k, a in zip(names, arrays)}

@@ -244,6 +244,28 @@ def test_run_by_length_calls_stay_within_max_call_tokens():
     assert calls == [(10, 24)] * 4 + [(1, 24), (4, 64), (1, 64)]
 
 
+def test_run_by_length_bounds_the_calls_under_way():
+    """The memory bound of docs/serving.md ("What one request may cost"): calls of at most
+    MAX_CALL_TOKENS tokens (a full batch of 32 x 128 is two calls, which two cores can run
+    side by side), and the serving graph's loop keeps at most PARALLEL_CALLS of them under
+    way (its parallel_iterations)."""
+    features, _ = packed_examples([128] * 32, 128)
+    features = {k: tf.constant(v) for k, v in features.items()}
+    calls = []
+
+    def fn(f):
+        calls.append(tuple(f["token_ids"].shape))
+        return {"total": tf.reduce_sum(f["token_ids"], 1)}
+
+    out = batching.run_by_length(fn, features)
+    np.testing.assert_array_equal(out["total"], tf.reduce_sum(features["token_ids"], 1))
+    assert calls == [(16, 128), (16, 128)]
+    graph = tf.function(lambda f: batching.run_by_length(fn, f)).get_concrete_function(
+        {k: tf.TensorSpec([None, None], tf.int32) for k in features}).graph
+    loops = [op for op in graph.get_operations() if op.type in ("While", "StatelessWhile")]
+    assert [op.get_attr("parallel_iterations") for op in loops] == [batching.PARALLEL_CALLS]
+
+
 # ------------------------------------------------------------ what the model learns
 
 @pytest.mark.parametrize("pipeline", ["batching.batch", "ner.make_dataset"])
