@@ -56,7 +56,7 @@ def test_summary_ratio_and_mfu():
             {"group": "pretrain", "side": "hf", "model": "base", "seq": 128, "batch": 512,
              "out_of_memory": True},
             {"group": "inference", "side": "bert_tf", "model": "base", "batch": 1,
-             "texts": 100, "seconds": 0.5},
+             "texts": 100, "seconds": 0.5, "jit_seconds": 0.4, "jit_max_diff": 0.0},
             {"group": "inference", "side": "hf", "model": "base", "batch": 1, "texts": 100,
              "seconds": 1.0}]
     summary = kit.summarise(rows, {"float32": 1e-6}, "gpu", 500)
@@ -65,7 +65,10 @@ def test_summary_ratio_and_mfu():
     assert pretrain["ratio"] == pytest.approx((64 * 512 / 0.1) / (128 * 512 / 0.5))
     assert pretrain["bert_tf"]["mfu"] == pytest.approx(1.978e13 / 0.1 / 989e12)
     assert inference["ratio"] == pytest.approx(2.0)
-    assert summary["notes"] == ["hf pretrain base seq 128: batch 512 did not fit"]
+    assert summary["notes"] == [
+        "hf pretrain base seq 128: batch 512 did not fit",
+        "inference, base batch 1: predict_on_batch 200 texts/s, one jitted stateless call "
+        "250 texts/s (logits within 0.0e+00)"]
     text = kit.markdown(summary)
     assert "| pretrain | base | 512 | 64 / 128 |" in text and "**2.50x**" in text
     json.dumps(summary)

@@ -174,6 +174,13 @@ def summarise(rows, parity, mode, budget):
         if r["group"] == "inference":
             key = ("inference", r["model"], None, r["batch"], attention)
             value = dict(rate=r["texts"] / r["seconds"], unit="texts/s")
+            if "jit_seconds" in r:
+                notes.append(
+                    f"inference, {r['model']} batch {r['batch']}"
+                    f"{', fused attention' if attention == 'fused' else ''}: "
+                    f"predict_on_batch {r['texts'] / r['seconds']:,.0f} texts/s, one jitted "
+                    f"stateless call {r['texts'] / r['jit_seconds']:,.0f} texts/s (logits "
+                    f"within {r['jit_max_diff']:.1e})")
         else:
             key = (r["group"], r["model"], r["seq"], None, attention)
             tokens = r["batch"] * r["seq"]
