@@ -5,6 +5,13 @@ import os
 
 import pytest
 
+# xdist's workers share the machine's cores (pytest.ini: 2 workers): each worker's
+# TensorFlow, and the commands it starts, get their share of intra-op threads instead of
+# one per core each, which left two processes' pools contending for every core.
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(max(
+        1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
+
 import bert_tf  # noqa: E402,F401  (the CPU kernel and log settings users get, before TensorFlow)
 
 
