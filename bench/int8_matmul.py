@@ -16,6 +16,10 @@ shapes at serving sizes:
 Each int8 output is checked against the float32 product (max |error| / max |product|).
 The quantized kernel has no implementation without oneDNN (TF_ENABLE_ONEDNN_OPTS=0).
 
+Beside them, the peer's kernel: ONNX Runtime (at its default threads) running a graph of
+that one MatMul with the weights as an initializer, which its MLAS kernels pre-pack once,
+timed after every TensorFlow row (its idle threads spin for a while after a call).
+
     python bench/int8_matmul.py [--repeats 5] [--write]
 """
 
@@ -58,11 +62,19 @@ def build(tf, x, w, what):
     fixed = tf.quantization.quantize(xf, low, high, tf.quint8, mode="MIN_FIRST")
     scale = (fixed.output_max - fixed.output_min) / 255.0
     bias = fixed.output_min * tf.constant(layer.column_sums)
+    product = tf.constant(x @ w)
     xs8 = tf.cast(tf.clip_by_value(tf.round(xf / (np.abs(x).max() / 127)), -127, 127), tf.int8)
     ws8 = tf.constant(layer.weights)
     return {
         "float32": tf.function(lambda: tf.matmul(xf, wf)),
         "bfloat16": tf.function(lambda: tf.matmul(xb, wb)),
+        # The weights as a constant of the graph, as a --freeze_weights export holds them:
+        # oneDNN packs such a matrix once and keeps it.
+        "float32 frozen": tf.function(lambda: tf.matmul(xf, tf.constant(w))),
+        "bfloat16 frozen": tf.function(lambda: tf.matmul(xb, tf.constant(w, tf.bfloat16))),
+        # What a call costs without the product (it returns one computed beforehand): at a
+        # few rows it is a large part of each time.
+        "call alone": tf.function(lambda: tf.identity(product)),
         "int8 (dynamic)": tf.function(lambda: layer(xf)),
         "int8 kernel only": tf.function(
             lambda: layer.kernel_product(fixed.output, 255.0 * scale, bias)),
@@ -71,6 +83,27 @@ def build(tf, x, w, what):
         "BatchMatMulV3 s8, XLA": tf.function(lambda: tf.raw_ops.BatchMatMulV3(
             x=xs8, y=ws8, Tout=tf.int32), jit_compile=True),
     }
+
+
+def onnx_matmul(x, w=None):
+    """() -> x @ w through an ONNX Runtime session of one MatMul node, w an initializer;
+    without w, a session of one Identity node (what a call costs without the product)."""
+    import onnx
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+    node = helper.make_node("MatMul", ["x", "w"], ["y"]) if w is not None else \
+        helper.make_node("Identity", ["x"], ["y"])
+    graph = helper.make_graph(
+        [node], "matmul",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [x.shape[0], (
+            w if w is not None else x).shape[1]])],
+        initializer=[numpy_helper.from_array(w, "w")] if w is not None else [])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    return lambda: session.run(["y"], {"x": x})[0]
 
 
 def timed(fn, calls, repeats):
@@ -100,15 +133,28 @@ def main():
         rows.append((what, m, k, n, times))
         print(what, {name: round(t, 3) for name, t in times.items()},
               f"int8 error {errors[what]:.1e}", flush=True)
+    rng = np.random.default_rng(0)
+    for what, m, k, n, times in rows:     # the same inputs, after every TensorFlow row
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        w = (rng.standard_normal((k, n)) * 0.02).astype(np.float32)
+        peer = onnx_matmul(x, w)
+        np.testing.assert_allclose(peer(), x @ w, rtol=1e-4, atol=1e-4)
+        calls = 200 if m < 100 else 10
+        times["ONNX Runtime float32"] = timed(peer, calls, args.repeats)
+        times["ONNX Runtime call alone"] = timed(onnx_matmul(x), calls, args.repeats)
+        print(what, {name: round(times[name], 3) for name in (
+            "ONNX Runtime float32", "ONNX Runtime call alone")}, flush=True)
     names = list(rows[0][4])
     lines = ["| matmul | tokens x in x out | " + " | ".join(f"{n} ms" for n in names)
-             + " | float32 / int8 (dynamic) | bfloat16 / int8 (dynamic) | int8 error |",
-             "|---|---|" + "---|" * (len(names) + 3)]
+             + " | float32 / int8 (dynamic) | bfloat16 / int8 (dynamic) | ONNX Runtime float32"
+             " / our float32 frozen | int8 error |",
+             "|---|---|" + "---|" * (len(names) + 4)]
     for what, m, k, n, times in rows:
         dyn = times["int8 (dynamic)"]
         lines.append(f"| {what} | {m} x {k} x {n} | "
                      + " | ".join(f"{times[name]:.3f}" for name in names)
                      + f" | {times['float32'] / dyn:.2f}x | {times['bfloat16'] / dyn:.2f}x"
+                     f" | {times['ONNX Runtime float32'] / times['float32 frozen']:.2f}x"
                      f" | {errors[what]:.1e} |")
     table = "\n".join(lines)
     print(table)
@@ -124,7 +170,14 @@ def main():
             "values; the error does: a trained model's activations have outlier channels, and "
             "what int8 costs a fine-tuned model is in \"Serving precision and accuracy\"). "
             "Kernel only: on inputs quantized beforehand. "
-            "BatchMatMulV3: int8 x int8 -> int32. Medians of "
+            "BatchMatMulV3: int8 x int8 -> int32. ONNX Runtime float32: the peer's "
+            "kernel, a one-MatMul graph with the weights as an initializer (MLAS pre-packs "
+            "them), at its default threads, timed after every TensorFlow row; the ratio is "
+            "its time over our float32 frozen's (below 1: the peer is faster). Call alone: "
+            "a `tf.function` returning the product computed beforehand, an ONNX Runtime "
+            "session of one Identity node; at a few rows it is a large part of each time. "
+            "Frozen: the weights a constant of the graph, as in a `--freeze_weights` export "
+            "(oneDNN packs them once). Medians of "
             f"{args.repeats} blocks of calls in one process.\n\n" + table + "\n\n"
             f"Machine: {machine()}\n\nCommand: `python bench/int8_matmul.py --write`")
         write_section("int8 matmul in stock TensorFlow", text)
