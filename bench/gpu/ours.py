@@ -340,7 +340,8 @@ def main():
     for group in args.groups:
         if group == "parity":
             results.add(group="env", device=device_name(), jax=jax.__version__,
-                        keras=keras.__version__)
+                        keras=keras.__version__,
+                        XLA_FLAGS=os.environ.get("XLA_FLAGS") or "(none)")
             parity(plan, args.work, results)
         elif group == "pretrain":
             pretrain(plan, results, args.deadline)
