@@ -9,11 +9,13 @@ models go through Keras' own inference path, `model.compile(jit_compile=...)` th
 `model.predict_on_batch(inputs)`: once with Keras' CPU default (no XLA; the same graph as
 a plain `tf.function`) and once with `jit_compile=True` (XLA), the fast path recommended
 in BertEncoder's docstring. HF's model runs in eval mode under `torch.inference_mode()`.
-bfloat16 means the Keras policy "mixed_bfloat16" for the Keras models and
-`model.to(torch.bfloat16)` for torch. The implementations are timed interleaved (one call
-of each per round) so that background load hits them alike; the table reports the median
-over rounds and the load average, because a loaded machine hurts torch's OpenMP threads
-much more than TF's thread pool and so flatters the ratios.
+bfloat16 means the Keras policy "mixed_bfloat16" for the Keras models (float32 weights,
+cast on every call) and `model.to(torch.bfloat16)` for torch (bfloat16 weights);
+bf16-weights is the Keras policy "bfloat16", the Keras counterpart of torch's bfloat16
+model, and is compared with that same torch row. The implementations are timed
+interleaved (one call of each per round) so that background load hits them alike; the
+table reports the median over rounds and the load average, because a loaded machine
+hurts torch's OpenMP threads much more than TF's thread pool and so flatters the ratios.
 """
 
 import argparse
@@ -27,7 +29,10 @@ from bench.common import command_line, machine, markdown_table, median_time, wri
 
 BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
             intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)
-PRECISIONS = {"fp32": "float32", "bf16": "mixed_bfloat16"}
+PRECISIONS = {"fp32": "float32", "bf16": "mixed_bfloat16", "bf16-weights": "bfloat16"}
+# torch's bfloat16 model already holds bfloat16 weights: its bf16 row is the reference for
+# both Keras bfloat16 settings, and it runs once.
+TORCH_PRECISION = {"fp32": "fp32", "bf16": "bf16", "bf16-weights": "bf16"}
 IMPLEMENTATIONS = ("bert_tf", "bert_tf XLA", "keras-hub", "keras-hub XLA", "HF torch")
 
 
@@ -77,7 +82,7 @@ def torch_runner(policy, inputs):
         max_position_embeddings=BASE["max_position_embeddings"],
         type_vocab_size=BASE["type_vocab_size"])
     model = transformers.BertModel(config).eval()
-    if policy == "mixed_bfloat16":
+    if policy in ("mixed_bfloat16", "bfloat16"):
         model = model.to(torch.bfloat16)
     features = {"input_ids": torch.from_numpy(inputs["token_ids"]).long(),
                 "token_type_ids": torch.from_numpy(inputs["segment_ids"]).long(),
@@ -105,6 +110,9 @@ def run_benchmark(batch_size, seq_length, repeats, warmup, precisions, implement
     runners = {}
     for precision in precisions:
         for name in implementations:
+            if name == "HF torch" and TORCH_PRECISION[precision] != precision \
+                    and TORCH_PRECISION[precision] in precisions:
+                continue
             progress(f"building {name} {precision}")
             runners[name, precision] = RUNNERS[name](PRECISIONS[precision], inputs)
             for _ in range(warmup):  # traces the tf.functions, warms the allocators
@@ -125,13 +133,62 @@ def table(times, batch_size):
     rows = []
     for (name, precision), seconds in times.items():
         median, best = statistics.median(seconds), min(seconds)
-        reference = times.get(("HF torch", precision))
+        reference = times.get(("HF torch", TORCH_PRECISION[precision]),
+                              times.get(("HF torch", precision)))
         ratios = (f"{statistics.median(reference) / median:.2f}x",
                   f"{min(reference) / best:.2f}x") if reference else ("-", "-")
         rows.append((name, precision, f"{batch_size / median:.2f}", f"{1000 * median:.0f}",
                      ratios[0], f"{batch_size / best:.2f}", ratios[1]))
     return markdown_table(("implementation", "precision", "seq/s", "ms/batch",
                            "vs HF torch", "best round seq/s", "best vs HF torch"), rows)
+
+
+def forward_flops(seq_length):
+    """Model FLOPs of one sequence's forward pass: 2 per multiply-add of the dense layers
+    (Q, K, V, attention output, intermediate, output) and of the two attention products."""
+    h, i, layers = BASE["hidden_size"], BASE["intermediate_size"], BASE["num_hidden_layers"]
+    return layers * 2 * seq_length * (4 * h * h + 2 * h * i + 2 * seq_length * h)
+
+
+def matmul_rate(dtype, rows=4096, repeats=5):
+    """FLOP/s of one large product alone ([rows, H] x [H, I]) through TensorFlow's
+    kernels: what the dense layers can run at on this CPU, at most."""
+    import tensorflow as tf
+    h, i = BASE["hidden_size"], BASE["intermediate_size"]
+    a = tf.cast(tf.random.normal([rows, h]), dtype)
+    b = tf.cast(tf.random.normal([h, i]), dtype)
+    product = tf.function(lambda: tf.matmul(a, b))
+    seconds = median_time(lambda: product().numpy(), repeats=repeats, warmup=2)
+    return 2 * rows * h * i / seconds
+
+
+def target_note(times, batch_size, seq_length, target=1.2):
+    """Our fastest row over HF torch's fastest (medians), whatever the precision: each
+    library at its best setting on this CPU; and both rows' FLOP rates beside that of one
+    large product alone in the same dtype."""
+    def best(rows):
+        key = min(rows, key=lambda k: statistics.median(times[k]))
+        return key, batch_size / statistics.median(times[key])
+    ours = [k for k in times if k[0] != "HF torch"]
+    peers = [k for k in times if k[0] == "HF torch"]
+    if not ours or not peers:
+        return ""
+    (name, precision), rate = best(ours)
+    (_, peer_precision), peer_rate = best(peers)
+    ratio = rate / peer_rate
+    flops = forward_flops(seq_length)
+    dtype = "float32" if precision == "fp32" else "bfloat16"
+    ceiling = matmul_rate(dtype)
+    return (f"Target >= {target}x HF torch, each at its fastest setting: "
+            f"{'met' if ratio >= target else 'not met'} ({ratio:.2f}x: {name} {precision} "
+            f"{rate:.2f} seq/s against HF torch {peer_precision} {peer_rate:.2f}). "
+            f"A forward pass is {flops / 1e9:.1f} GFLOP a sequence, so these rows run at "
+            f"{rate * flops / 1e9:.0f} and {peer_rate * flops / 1e9:.0f} GFLOP/s; one "
+            f"[4096, {BASE['hidden_size']}] x [{BASE['hidden_size']}, "
+            f"{BASE['intermediate_size']}] product alone in {dtype} runs at "
+            f"{ceiling / 1e9:.0f} GFLOP/s here (TensorFlow's kernel), about the most the "
+            f"dense layers can reach: {rate * flops / ceiling:.0%} and "
+            f"{peer_rate * flops / ceiling:.0%} of it.")
 
 
 def load_note(load):
@@ -153,7 +210,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5,
                         help="timed rounds (one call of every model per round); median kept")
     parser.add_argument("--warmup", type=int, default=2, help="untimed calls per model")
-    parser.add_argument("--precisions", default="fp32,bf16",
+    parser.add_argument("--precisions", default="fp32,bf16,bf16-weights",
                         help="comma-separated subset of " + ",".join(PRECISIONS))
     parser.add_argument("--implementations", default=",".join(IMPLEMENTATIONS),
                         help="comma-separated subset of " + ",".join(IMPLEMENTATIONS))
@@ -176,9 +233,12 @@ def main(argv=None):
             f"only; median of {args.repeats} interleaved rounds after {args.warmup} warmup "
             f"calls, and the best round. Keras models via `compile(jit_compile=...)` + "
             f"`predict_on_batch` (\"XLA\" rows: `jit_compile=True`); HF torch in eval mode "
-            f"under `inference_mode`. bf16 = Keras policy `mixed_bfloat16` / torch "
-            f"`model.to(bfloat16)`.\n\n"
+            f"under `inference_mode`. bf16 = Keras policy `mixed_bfloat16` (float32 "
+            f"weights, cast on every call) / torch `model.to(bfloat16)` (bfloat16 "
+            f"weights); bf16-weights = Keras policy `bfloat16` (bfloat16 weights, as "
+            f"torch's), its ratios against torch's bf16 row.\n\n"
             f"{table(times, args.batch_size)}\n\n"
+            f"{target_note(times, args.batch_size, args.max_seq_length)}\n\n"
             f"{load_note(load_before)}\n\n"
             f"Machine: {machine()}\n\nCommand: `{command_line()}`\n")
     print(body)
