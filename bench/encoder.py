@@ -82,7 +82,7 @@ def torch_runner(policy, inputs):
         max_position_embeddings=BASE["max_position_embeddings"],
         type_vocab_size=BASE["type_vocab_size"])
     model = transformers.BertModel(config).eval()
-    if policy in ("mixed_bfloat16", "bfloat16"):
+    if policy == "mixed_bfloat16":
         model = model.to(torch.bfloat16)
     features = {"input_ids": torch.from_numpy(inputs["token_ids"]).long(),
                 "token_type_ids": torch.from_numpy(inputs["segment_ids"]).long(),
@@ -108,10 +108,10 @@ def run_benchmark(batch_size, seq_length, repeats, warmup, precisions, implement
     """Returns {(implementation, precision): [seconds per batch, one per round]}."""
     inputs = make_inputs(batch_size, seq_length, BASE["vocab_size"])
     runners = {}
-    for precision in precisions:
+    for asked in precisions:
         for name in implementations:
-            if name == "HF torch" and TORCH_PRECISION[precision] != precision \
-                    and TORCH_PRECISION[precision] in precisions:
+            precision = TORCH_PRECISION[asked] if name == "HF torch" else asked
+            if (name, precision) in runners:
                 continue
             progress(f"building {name} {precision}")
             runners[name, precision] = RUNNERS[name](PRECISIONS[precision], inputs)
@@ -133,8 +133,7 @@ def table(times, batch_size):
     rows = []
     for (name, precision), seconds in times.items():
         median, best = statistics.median(seconds), min(seconds)
-        reference = times.get(("HF torch", TORCH_PRECISION[precision]),
-                              times.get(("HF torch", precision)))
+        reference = times.get(("HF torch", TORCH_PRECISION[precision]))
         ratios = (f"{statistics.median(reference) / median:.2f}x",
                   f"{min(reference) / best:.2f}x") if reference else ("-", "-")
         rows.append((name, precision, f"{batch_size / median:.2f}", f"{1000 * median:.0f}",
