@@ -207,3 +207,51 @@ def test_masked_text_batches_mask_real_pieces_as_google_does():
     # The held-out rows are the last pieces, never drawn for training.
     held_pieces = set(held[0][1]["masked_lm_ids"].ravel())
     assert all(not (set(y["masked_lm_ids"].ravel()) & held_pieces) for _, y in train)
+
+
+def test_the_large_learning_check_is_said_apart_with_its_set():
+    """learning_large rows become their own lines, saying the set's size; the short-text
+    check's lines stay as they were."""
+    def learning(group, attention, seed, loss):
+        extra = {"train_sequences": 4219, "held_out_sequences": 256} \
+            if group == "learning_large" else {}
+        return {"group": group, "side": "bert_tf", "model": "minilm", "seq": 128,
+                "batch": 64, "steps": 600, "attention": attention, "seed": seed,
+                "chunk_losses": [9.0, loss], "held_out_loss": loss + 1,
+                "held_out_accuracy": 0.5, "seconds": 3.0, **extra}
+    rows = [learning("learning", "plain", 1, 6.0), learning("learning_large", "plain", 1, 5.0),
+            learning("learning_large", "fused", 1, 5.5)]
+    notes = kit.summarise(rows, None, "gpu", 500)["notes"]
+    assert notes == [
+        "learning, plain attention: minilm pretrained 600 steps (seq 128, batch 64), seeds "
+        "1: last steps' loss 6.000 (mean 6.000); held-out masked-LM loss 7.000, accuracy "
+        "50.0% (mean 50.0%)",
+        "learning, plain attention: minilm pretrained 600 steps (seq 128, batch 64) on the "
+        "large set (4,219 sequences, 256 held out), seeds 1: last steps' loss 5.000 (mean "
+        "5.000); held-out masked-LM loss 6.000, accuracy 50.0% (mean 50.0%)",
+        "learning, fused attention: minilm pretrained 600 steps (seq 128, batch 64) on the "
+        "large set (4,219 sequences, 256 held out), seeds 1: last steps' loss 5.500 (mean "
+        "5.500); held-out masked-LM loss 6.500, accuracy 50.0% (mean 50.0%)"]
+
+
+def test_held_out_rows_come_in_batches_and_packed_rows_counts_them():
+    texts = [[101] + list(range(2000 + 10 * i, 2010 + 10 * i)) + [102] for i in range(40)]
+    assert cases.packed_rows(texts, 32) == 400 // 30
+    train, held = cases.masked_text_batches(texts, seq=32, batch=4, predictions=6, steps=3,
+                                            held_out=10, seed=3)
+    assert [x["token_ids"].shape[0] for x, _ in held] == [4, 4, 2]
+    held_pieces = set(np.concatenate([y["masked_lm_ids"].ravel() for _, y in held]))
+    assert all(not (set(y["masked_lm_ids"].ravel()) & held_pieces) for _, y in train)
+
+
+def test_the_corpus_is_every_docstring_tokenized(tmp_path):
+    import json
+    vocab = kit.default_vocab()
+    path = tmp_path / "corpus.json"
+    cases.write_corpus_texts(vocab, str(path), max_documents=30)
+    documents = json.loads(path.read_text())
+    words = [line.rstrip("\n") for line in open(vocab, encoding="utf-8")]
+    assert len(documents) == 30
+    assert all(d[0] == words.index("[CLS]") and d[-1] == words.index("[SEP]") for d in documents)
+    assert sum(len(d) - 2 for d in documents) > 30 * 20  # whole docstrings, not first lines
+    assert all(0 < i < len(words) for d in documents for i in d)

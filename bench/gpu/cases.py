@@ -61,6 +61,11 @@ PLANS = {
                   "inference": [("base", (64,)), ("minilm", (64,))],
                   "learning": dict(model="minilm", seq=128, batch=32, predictions=20,
                                    steps=300, chunk=50, seeds=(1, 2, 3), held_out=16)},
+        # The same comparison on a large set (`learning_large`): every standard-library
+        # docstring (~0.5M word pieces, ~30x the short texts), more steps, a larger
+        # held-out set. `seconds`: what one attention implementation needs, compile included.
+        "learning_large": dict(model="minilm", seq=128, batch=64, predictions=20, steps=600,
+                               chunk=100, seeds=(1, 2, 3), held_out=256, seconds=100),
         "warmup_steps": 3, "timed_steps": 20, "inference_texts": {1: 200, 64: 1024},
         "parity_model": "base",
     },
@@ -73,6 +78,8 @@ PLANS = {
         "fused": {"pretrain": [("tiny", 64, 8, (8,))], "inference": [("tiny", (8,))],
                   "learning": dict(model="tiny", seq=32, batch=4, predictions=4, steps=6,
                                    chunk=3, seeds=(1, 2), held_out=2)},
+        "learning_large": dict(model="tiny", seq=32, batch=4, predictions=4, steps=4,
+                               chunk=2, seeds=(1,), held_out=8, seconds=0, documents=200),
         "warmup_steps": 1, "timed_steps": 2, "inference_texts": {1: 8, 8: 32},
         "parity_model": "tiny",
     },
@@ -176,11 +183,43 @@ def write_real_texts(count, vocab_file, path):
         json.dump(out, f)
 
 
+def write_corpus_texts(vocab_file, path, max_documents=None):
+    """Writes the token ids ([CLS] ... [SEP], uncapped) of every standard-library
+    docstring and reference topic (bert_tf/corpus.py), one list per document, to `path`
+    (JSON), or of the first `max_documents`: the large set of the learning check
+    (`learning_large`)."""
+    from bert_tf.corpus import iter_documents
+    from bert_tf.pretraining_data.inputs import load_vocab
+    from bert_tf.pretraining_data.tokenizer import CachedTokenizer
+    vocab = load_vocab(vocab_file)
+    tokenizer = CachedTokenizer(vocab, do_lower_case=True)
+    documents = []
+    for document in iter_documents():
+        documents.append(" ".join(document))
+        if len(documents) == max_documents:
+            break
+    ids, counts = tokenizer.tokenize_lines(documents)
+    cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
+    out, start = [], 0
+    for n in counts:
+        out.append([cls] + [int(i) for i in ids[start:start + n]] + [sep])
+        start += n
+    with open(path, "w") as f:
+        json.dump(out, f)
+
+
+def packed_rows(texts, seq):
+    """How many sequences of `seq` the texts' pieces pack into (masked_text_batches)."""
+    body = seq - 2
+    return (sum(len(t) - 2 for t in texts) - body) // body + 1
+
+
 def masked_text_batches(texts, seq, batch, predictions, steps, held_out, seed=SEED):
     """What the learning check trains and evaluates on: the real texts' pieces packed
     into [CLS] ... [SEP] sequences of `seq` (as pretraining data packs a document), the
     last `held_out` sequences kept apart; `steps` training batches of `batch` sequences
-    drawn with replacement, and one held-out batch, each with `predictions` positions
+    drawn with replacement, and the held-out sequences in batches of at most `batch`
+    (one batch when `held_out` <= `batch`), each with `predictions` positions
     per row masked in google's proportions (80% [MASK], 10% a random word piece, id 1000
     and up, 10% unchanged; all weighted 1). Next-sentence labels are all 0 (one segment).
     Returns (train batches, held-out batches) as (inputs, labels)."""
@@ -208,12 +247,17 @@ def masked_text_batches(texts, seq, batch, predictions, steps, held_out, seed=SE
              "next_sentence_labels": np.zeros(len(ids), "int32")}
         return x, y
     batches = [masked(train[rng.integers(0, len(train), batch)]) for _ in range(steps)]
-    return batches, [masked(held)]
+    return batches, [masked(held[i:i + batch]) for i in range(0, len(held), batch)]
 
 
 def real_texts(count, work_dir):
     with open(os.path.join(work_dir, "texts.json")) as f:
         return json.load(f)[:count]
+
+
+def corpus_texts(work_dir):
+    with open(os.path.join(work_dir, "corpus.json")) as f:
+        return json.load(f)
 
 
 def padded_batches(sequences, batch, multiple=1):

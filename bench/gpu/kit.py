@@ -35,9 +35,9 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 import cases  # noqa: E402
 
 # In order of what matters most when time runs short (the run stops starting what it has
-# no time for). probe is bert_tf's alone.
-GROUPS = ("parity", "pretrain", "fused", "inference", "finetune", "probe")
-BERT_TF_ONLY = ("fused", "probe")
+# no time for). fused, learning_large and probe are bert_tf's alone.
+GROUPS = ("parity", "pretrain", "fused", "learning_large", "inference", "finetune", "probe")
+BERT_TF_ONLY = ("fused", "learning_large", "probe")
 SIDES = (("bert_tf", "ours.py"), ("hf", "hf.py"))
 # max |ours - HF| / max |HF| over the logits: float32 (full-precision matmuls) and bf16.
 TOLERANCE = {"float32": 1e-4, "mixed_bfloat16": 5e-2}
@@ -64,6 +64,13 @@ def run_workers(mode, out_dir, work_dir, budget, vocab, only=None):
         shutil.copy(carried, os.path.join(work_dir, "texts.json"))
     else:
         cases.write_real_texts(count, vocab, os.path.join(work_dir, "texts.json"))
+    if only is None or ("bert_tf", "learning_large") in only:
+        carried = os.path.join(ROOT, ".gpu_kit", "corpus.json")
+        if os.path.exists(carried) and "documents" not in plan["learning_large"]:
+            shutil.copy(carried, os.path.join(work_dir, "corpus.json"))
+        else:
+            cases.write_corpus_texts(vocab, os.path.join(work_dir, "corpus.json"),
+                                     plan["learning_large"].get("documents"))
     failures = []
     for side, script, groups in schedule(mode):
         if only is not None:
@@ -147,8 +154,8 @@ def summarise(rows, parity, mode, budget):
     for r in rows:
         if r["group"] in ("env", "parity"):
             continue
-        if r["group"] == "learning" and "skipped" not in r:
-            learned.setdefault(r["attention"], []).append(r)
+        if r["group"] in ("learning", "learning_large") and "skipped" not in r:
+            learned.setdefault((r["group"], r["attention"]), []).append(r)
             continue
         fused = ", fused attention" if r.get("attention") == "fused" else ""
         if "skipped" in r:
@@ -211,18 +218,23 @@ def summarise(rows, parity, mode, budget):
 
 
 def learning_notes(learned):
-    """One line per attention implementation of the learning check (ours.learning)."""
+    """One line per set and attention implementation of the learning check
+    (ours.learning)."""
     notes = []
-    for attention, runs in learned.items():
+    for (group, attention), runs in learned.items():
         runs = sorted(runs, key=lambda r: r["seed"])
         first = runs[0]
         final = [r["chunk_losses"][-1] for r in runs]
         held = [r["held_out_loss"] for r in runs]
         accuracy = [100 * r["held_out_accuracy"] for r in runs]
         seeds = ", ".join(str(r["seed"]) for r in runs)
+        data = ""
+        if group == "learning_large":
+            data = (f" on the large set ({first['train_sequences']:,} sequences, "
+                    f"{first['held_out_sequences']} held out)")
         notes.append(
             f"learning, {attention} attention: {first['model']} pretrained {first['steps']} "
-            f"steps (seq {first['seq']}, batch {first['batch']}), seeds {seeds}: last "
+            f"steps (seq {first['seq']}, batch {first['batch']}){data}, seeds {seeds}: last "
             f"steps' loss {joined(final, '{:.3f}')} (mean {np.mean(final):.3f}); held-out "
             f"masked-LM loss {joined(held, '{:.3f}')}, accuracy {joined(accuracy, '{:.1f}%')} "
             f"(mean {np.mean(accuracy):.1f}%)")
@@ -363,7 +375,8 @@ def main():
         missing = {(g, s) for g in GROUPS[1:] for s, _ in SIDES
                    if (g not in BERT_TF_ONLY or s == "bert_tf") and (only is None or (s, g) in only)
                    } - {
-            ("fused" if r.get("attention") == "fused" else r["group"], r["side"])
+            ("fused" if r.get("attention") == "fused" and r["group"] != "learning_large"
+             else r["group"], r["side"])
             for r in read_rows(args.out) if "step_s" in r or "seconds" in r}
         failures += [f"{s} {g}: no measurement" for g, s in sorted(missing)]
     for failure in failures:

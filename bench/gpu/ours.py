@@ -3,8 +3,9 @@
     KERAS_BACKEND=jax python bench/gpu/ours.py GROUP... --mode gpu|cpu --out DIR --work DIR \
         --deadline T
 
-GROUPs: parity, pretrain, fused, finetune, inference, probe (cases.py says the shapes;
-fused: pretraining, the learning check and inference with fused attention). Each
+GROUPs: parity, pretrain, fused, learning_large, finetune, inference, probe (cases.py says
+the shapes; fused: pretraining, the learning check and inference with fused attention;
+learning_large: the learning check on a large set). Each
 measurement is appended to OUT/results.jsonl as soon as it is taken. Training runs as a
 user runs it: `model.fit()` on mixed_bfloat16 models, compiled with jit_compile=True
 (pretraining through bert_tf.pretraining.fit: google's loss, AdamW with BERT's schedule
@@ -208,17 +209,22 @@ def jitted_logits(model):
     return lambda batch: logits(trainable, non_trainable, batch)
 
 
-def learning(plan, work_dir, results, deadline):
+def learning(plan, work_dir, results, deadline, large=False):
     """Whether fused attention changes what a model learns: a small pretrainer trained
     from the same weights on the same masked real texts (cases.masked_text_batches) with
     plain and with fused attention, per seed; the mean training loss of each `chunk` of
     steps and the held-out masked-LM loss and accuracy at the end. The two differ only in
-    the attention kernel and in dropout's random draws (Keras' against cuDNN's)."""
-    spec = plan["fused"]["learning"]
-    texts = cases.real_texts(max(plan["inference_texts"].values()), work_dir)
+    the attention kernel and in dropout's random draws (Keras' against cuDNN's).
+    large=False: the short texts (plan["fused"]["learning"], row group "learning");
+    True: every standard-library docstring (plan["learning_large"], "learning_large")."""
+    if large:
+        spec, group, texts = plan["learning_large"], "learning_large", cases.corpus_texts(work_dir)
+    else:
+        spec, group = plan["fused"]["learning"], "learning"
+        texts = cases.real_texts(max(plan["inference_texts"].values()), work_dir)
     config = BertConfig(**cases.config_dict(spec["model"]))
     for attention in ("plain", "fused"):
-        if cases.out_of_time(plan, deadline, 45, results, group="learning",
+        if cases.out_of_time(plan, deadline, spec.get("seconds", 45), results, group=group,
                              model=spec["model"], attention=attention):
             return
         model = BertPretrainer.from_config_object(config, dtype="mixed_bfloat16")
@@ -237,11 +243,14 @@ def learning(plan, work_dir, results, deadline):
             metrics = fit.evaluate(model, held_out)
             if not np.all(np.isfinite(chunks)):
                 raise FloatingPointError(f"{attention} seed {seed}: loss {chunks}")
-            results.add(group="learning", model=spec["model"], seq=spec["seq"],
+            results.add(group=group, model=spec["model"], seq=spec["seq"],
                         batch=spec["batch"], steps=spec["steps"], attention=attention,
                         seed=seed, chunk_losses=chunks,
                         held_out_loss=metrics["masked_lm_loss"],
                         held_out_accuracy=metrics["masked_lm_accuracy"],
+                        train_sequences=(cases.packed_rows(texts, spec["seq"])
+                                         - spec["held_out"]),
+                        held_out_sequences=spec["held_out"],
                         seconds=time.perf_counter() - start)
             start = time.perf_counter()
         release(model)
@@ -333,8 +342,8 @@ def probe_step(plan, model_name, seq, batch_size, overrides, attention="plain"):
 
 
 def main():
-    args = cases.worker_args(__doc__, ["parity", "pretrain", "fused", "finetune", "inference",
-                                       "probe"])
+    args = cases.worker_args(__doc__, ["parity", "pretrain", "fused", "learning_large",
+                                       "finetune", "inference", "probe"])
     plan = cases.PLANS[args.mode]
     results = cases.Results(args.out, "bert_tf")
     for group in args.groups:
@@ -349,6 +358,8 @@ def main():
             pretrain(plan, results, args.deadline, attention="fused")
             learning(plan, args.work, results, args.deadline)
             inference(plan, args.work, results, args.deadline, attention="fused")
+        elif group == "learning_large":
+            learning(plan, args.work, results, args.deadline, large=True)
         elif group == "finetune":
             finetune(plan, results, args.deadline)
         elif group == "inference":
