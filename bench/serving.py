@@ -22,7 +22,10 @@ probability difference on the texts).
   with TensorFlow's intra-op pool cut to one thread (what TF Serving's
   `--tensorflow_intra_op_parallelism=1` does; 0 is TensorFlow's default, one thread per
   core); the inter-op pool keeps one per core, so the signature's independent sub-batches
-  still run side by side.
+  still run side by side. `--one_text_server` adds rows of ours as docs/serving.md
+  ("Threads") sets up a server that answers one text at a time: one intra-op thread, one
+  inter-op thread, and oneDNN's kernels on the calling thread
+  (`TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD=1`).
 - HF: `pipeline("text-classification", top_k=None)` (all probabilities, as ours) over
   `BertForSequenceClassification` and `BertTokenizerFast` from the same vocab file,
   truncating at the same sequence length; it pads each batch to its longest text.
@@ -82,9 +85,17 @@ PRECISIONS = ("fp32", "bf16", "fp32-frozen", "bf16-frozen", "int8")
 OURS = "bert_tf SavedModel"
 
 
+# A thread setting of ours beside intra-op thread counts: the one-text server's.
+ONE_TEXT = "one-text server"
+
+
 def ours_label(precision, threads):
-    """Our row's precision column: the precision, and the intra-op threads when set."""
-    return precision if not threads else f"{precision}, intra-op {threads}"
+    """Our row's precision column: the precision, and the thread setting when not
+    TensorFlow's default (an intra-op thread count, or ONE_TEXT)."""
+    if not threads:
+        return precision
+    return f"{precision}, {ONE_TEXT}" if threads == ONE_TEXT else \
+        f"{precision}, intra-op {threads}"
 
 
 def minilm_dir():
@@ -233,9 +244,15 @@ def _texts(texts_file):
 
 
 def ours_step(path, threads, texts_file, batch):
+    if threads == ONE_TEXT:
+        # Read when TensorFlow first runs a oneDNN kernel: before any op of this process.
+        os.environ["TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD"] = "1"
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops the export uses)
-    if threads:
+    if threads == ONE_TEXT:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    elif threads:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
     f = tf.saved_model.load(path).signatures["serving_default"]
     return _pass_step(lambda t: f(text_a=tf.constant(t))["probabilities"].numpy(),
@@ -288,7 +305,8 @@ def prepare(model_name, seq_length, precisions, peers, workdir, progress=print,
             threads=(0,)):
     """Writes every implementation's model to workdir; returns ({(name, precision):
     (module, function, args before texts_file and batch)}, notes). Ours runs once per
-    intra-op thread setting in `threads` (0: TensorFlow's default)."""
+    thread setting in `threads` (0: TensorFlow's default; N: N intra-op threads;
+    ONE_TEXT)."""
     hf_dir = os.path.join(workdir, "hf")
     progress(f"writing the HF checkpoint ({model_name})")
     vocab = hf_checkpoint(model_name, hf_dir)
@@ -464,6 +482,9 @@ def main(argv=None):
                         help="comma list: ours once per setting of TensorFlow's intra-op "
                              "threads (0: its default, one per core; 1: TF Serving's "
                              "--tensorflow_intra_op_parallelism=1)")
+    parser.add_argument("--one_text_server", action="store_true",
+                        help="also rows of ours with one intra-op and one inter-op thread "
+                             "and oneDNN on the calling thread (docs/serving.md, Threads)")
     parser.add_argument("--no_write", action="store_true",
                         help="print the table only; leave docs/benchmarks.md alone")
     parser.add_argument("--bf16_accuracy", action="store_true",
@@ -510,7 +531,7 @@ def main(argv=None):
         args.model, batch_sizes, args.max_seq_length, args.repeats, precisions, peers, texts,
         progress=lambda line: (print(line, flush=True),
                                line.startswith("round") and rounds.append(line)),
-        threads=threads)
+        threads=threads + [ONE_TEXT] * args.one_text_server)
     if short:
         lengths = length_summary(texts, os.path.join(minilm_dir(), "vocab.txt"),
                                  args.max_seq_length)
@@ -546,6 +567,12 @@ def main(argv=None):
                  "(`tf.config.threading.set_intra_op_parallelism_threads`; TF Serving's "
                  "`--tensorflow_intra_op_parallelism`), its inter-op pool at one thread per "
                  "core; the peers at their defaults." if any(threads) else "")
+    about.append(f"{ONE_TEXT}: ours with one intra-op and one inter-op thread and oneDNN's "
+                 f"kernels on the calling thread (`TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD=1`"
+                 f"; TF Serving's `--tensorflow_intra_op_parallelism=1 "
+                 f"--tensorflow_inter_op_parallelism=1` with that variable set), what "
+                 f"docs/serving.md (\"Threads\") gives a server that answers one text at a "
+                 f"time." if args.one_text_server else "")
     about.append(f"Same weights everywhere (ours loads the HF checkpoint); on 64 of the "
                  f"texts the largest |p - p_bert_tf| was " + ", ".join(
                      f"{k} {d:.1e} (labels agree {a:.0%})"

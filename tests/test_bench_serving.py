@@ -23,3 +23,17 @@ def test_targets_hold_each_peer_against_our_fastest_row():
     assert "| ONNX Runtime | fp32 | 32 | 266.67 | 120.0 | 0.60x |" in table
     assert "| ONNX Runtime | int8 | 32 | 533.33 | 60.0 | 1.20x |" in table
     assert serving.ours_label("fp32", 0) == "fp32"
+
+
+def test_the_one_text_server_is_a_row_of_ours_the_targets_can_pick():
+    """`--one_text_server` rows are ours (a thread setting, like intra-op N): the target
+    line names them when they are the fastest at a batch, the ratio column does not use
+    them."""
+    ours, ort = serving.OURS, serving.ORT
+    one_text = serving.ours_label("bf16-frozen", serving.ONE_TEXT)
+    assert one_text == "bf16-frozen, one-text server"
+    seconds = {(ours, "fp32", 1): [0.005] * 3, (ours, one_text, 1): [0.003] * 3,
+               (ort, "fp32", 1): [0.0033] * 3}
+    assert "ONNX Runtime fp32 batch 1 (1.10x with ours bf16-frozen, one-text server, " \
+        "target 1.0x)" in serving.target_note(seconds).split("not met for ")[0]
+    assert "| ONNX Runtime | fp32 | 1 | 303.03 | 3.3 | 0.66x |" in serving.table(seconds)
