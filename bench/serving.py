@@ -245,7 +245,7 @@ def _texts(texts_file):
 
 def ours_step(path, threads, texts_file, batch):
     if threads == ONE_TEXT:
-        # Read when TensorFlow first runs a oneDNN kernel: before any op of this process.
+        # Set before this process imports TensorFlow, so that its oneDNN kernels see it.
         os.environ["TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD"] = "1"
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops the export uses)

@@ -62,8 +62,9 @@ PLANS = {
                   "learning": dict(model="minilm", seq=128, batch=32, predictions=20,
                                    steps=300, chunk=50, seeds=(1, 2, 3), held_out=16)},
         # The same comparison on a large set (`learning_large`): every standard-library
-        # docstring (~0.5M word pieces, ~30x the short texts), more steps, a larger
-        # held-out set. `seconds`: what one attention implementation needs, compile included.
+        # docstring (4,219 training sequences against the short texts' 96), more steps, a
+        # larger held-out set. `seconds`: what one attention implementation needs, compile
+        # included.
         "learning_large": dict(model="minilm", seq=128, batch=64, predictions=20, steps=600,
                                chunk=100, seeds=(1, 2, 3), held_out=256, seconds=100),
         "warmup_steps": 3, "timed_steps": 20, "inference_texts": {1: 200, 64: 1024},
@@ -168,19 +169,7 @@ def write_real_texts(count, vocab_file, path):
     import sys
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
     from common import short_texts
-    from bert_tf.pretraining_data.inputs import load_vocab
-    from bert_tf.pretraining_data.tokenizer import CachedTokenizer
-    vocab = load_vocab(vocab_file)
-    tokenizer = CachedTokenizer(vocab, do_lower_case=True)
-    texts = short_texts(count)
-    ids, counts = tokenizer.tokenize_lines(texts)
-    cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
-    out, start = [], 0
-    for n in counts:
-        out.append([cls] + [int(i) for i in ids[start:start + min(n, 126)]] + [sep])
-        start += n
-    with open(path, "w") as f:
-        json.dump(out, f)
+    _write_token_ids(short_texts(count), vocab_file, path, max_pieces=126)
 
 
 def write_corpus_texts(vocab_file, path, max_documents=None):
@@ -189,20 +178,26 @@ def write_corpus_texts(vocab_file, path, max_documents=None):
     (JSON), or of the first `max_documents`: the large set of the learning check
     (`learning_large`)."""
     from bert_tf.corpus import iter_documents
-    from bert_tf.pretraining_data.inputs import load_vocab
-    from bert_tf.pretraining_data.tokenizer import CachedTokenizer
-    vocab = load_vocab(vocab_file)
-    tokenizer = CachedTokenizer(vocab, do_lower_case=True)
     documents = []
     for document in iter_documents():
         documents.append(" ".join(document))
         if len(documents) == max_documents:
             break
-    ids, counts = tokenizer.tokenize_lines(documents)
+    _write_token_ids(documents, vocab_file, path)
+
+
+def _write_token_ids(texts, vocab_file, path, max_pieces=None):
+    """Each text's word pieces (at most `max_pieces`) between [CLS] and [SEP], one list
+    per text, to `path` (JSON)."""
+    from bert_tf.pretraining_data.inputs import load_vocab
+    from bert_tf.pretraining_data.tokenizer import CachedTokenizer
+    vocab = load_vocab(vocab_file)
+    ids, counts = CachedTokenizer(vocab, do_lower_case=True).tokenize_lines(texts)
     cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
     out, start = [], 0
     for n in counts:
-        out.append([cls] + [int(i) for i in ids[start:start + n]] + [sep])
+        out.append([cls] + [int(i) for i in ids[start:start + min(n, max_pieces or n)]]
+                   + [sep])
         start += n
     with open(path, "w") as f:
         json.dump(out, f)

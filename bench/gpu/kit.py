@@ -65,6 +65,7 @@ def run_workers(mode, out_dir, work_dir, budget, vocab, only=None):
     else:
         cases.write_real_texts(count, vocab, os.path.join(work_dir, "texts.json"))
     if only is None or ("bert_tf", "learning_large") in only:
+        # The CPU mode's plan caps the documents; the carried corpus holds all of them.
         carried = os.path.join(ROOT, ".gpu_kit", "corpus.json")
         if os.path.exists(carried) and "documents" not in plan["learning_large"]:
             shutil.copy(carried, os.path.join(work_dir, "corpus.json"))

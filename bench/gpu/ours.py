@@ -218,7 +218,8 @@ def learning(plan, work_dir, results, deadline, large=False):
     large=False: the short texts (plan["fused"]["learning"], row group "learning");
     True: every standard-library docstring (plan["learning_large"], "learning_large")."""
     if large:
-        spec, group, texts = plan["learning_large"], "learning_large", cases.corpus_texts(work_dir)
+        spec, group = plan["learning_large"], "learning_large"
+        texts = cases.corpus_texts(work_dir)
     else:
         spec, group = plan["fused"]["learning"], "learning"
         texts = cases.real_texts(max(plan["inference_texts"].values()), work_dir)
