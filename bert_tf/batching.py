@@ -205,6 +205,32 @@ def run_by_length(fn, features, per_token=(), overhead_tokens=CALL_OVERHEAD_TOKE
     back in the input order; those named in `per_token` (a token axis where the features
     have it) are padded back to seq with 0.
     """
+    if not tf.inside_function():   # eagerly: Python runs the loop, fn on each call
+        return _run_sorted(fn, features, per_token, overhead_tokens, multiple,
+                           max_call_tokens)
+    # In a graph, one text (the batch of a server that answers each request as it comes)
+    # is one call at its own width, and the sorted path is a call node that is not
+    # inlined, as is the model in its loop: the executor walks every node of a tf.cond
+    # branch or loop body that does not run (passing "dead" tensors), and an inlined
+    # model is ~450 nodes that one text would pay for on every request.
+    not_inlined = dict(autograph=False, experimental_attributes={"_noinline": True})
+    model = tf.function(fn, **not_inlined)
+    mask = features[PADDING_MASK]
+
+    def one_call():
+        out = fn(trim_to_longest(features, multiple))
+        return {k: pad_to_width(v, tf.shape(mask)[-1], axis=len(mask.shape) - 1)
+                if k in per_token else v for k, v in out.items()}
+
+    @tf.function(**not_inlined)
+    def sorted_calls(features):
+        return _run_sorted(model, features, per_token, overhead_tokens, multiple,
+                           max_call_tokens)
+
+    return tf.cond(tf.shape(mask)[0] <= 1, one_call, lambda: sorted_calls(features))
+
+
+def _run_sorted(fn, features, per_token, overhead_tokens, multiple, max_call_tokens):
     mask = features[PADDING_MASK]
     rank = len(mask.shape)
     n, seq = tf.shape(mask)[0], tf.shape(mask)[-1]

@@ -745,22 +745,26 @@ class BertTokenizer(tf.Module):
         texts = tf.convert_to_tensor(texts, tf.string)
         # [batch] bool: which lines the C++ end-to-end tokenizer handles exactly.
         fast = self._takes_fast_path(texts)
+        # Most batches of English text are all fast: they skip the split below. In a graph
+        # the split is one call node, not inlined: the branch a tf.cond does not take
+        # still has each of its nodes walked by the executor (with "dead" tensors), and
+        # the exact path is ~100 small ops that a one-text request would pay for.
+        mixed = functools.partial(self._fast_and_exact, with_offsets=with_offsets)
+        if tf.inside_function():
+            mixed = tf.function(mixed, autograph=False,
+                                experimental_attributes={"_noinline": True})
+        return tf.cond(tf.reduce_all(fast), lambda: self._fast(texts, with_offsets),
+                       lambda: mixed(texts, fast))
+
+    def _fast_and_exact(self, texts, fast, with_offsets):
+        """Lines where `fast` is true through the fast path, the others through the exact
+        path, in input order."""
         fast_idx = tf.where(fast)[:, 0]      # [n_fast]
         exact_idx = tf.where(~fast)[:, 0]    # [n_exact]
         fast_texts = tf.gather(texts, fast_idx)
         exact_texts = tf.gather(texts, exact_idx)
         fast_out = self._fast(fast_texts, with_offsets)
-
-        # The exact path is ~100 small ops; skip them when no line needs it (most batches of
-        # English text).
-        def nothing():
-            empty = tf.RaggedTensor.from_row_splits(
-                tf.zeros([0], tf.int32), tf.zeros([1], tf.int64), validate=False)
-            return (empty,) + tuple(empty.with_flat_values(tf.zeros([0], tf.int64))
-                                    for _ in fast_out[1:])
-
-        exact_out = tf.cond(tf.size(exact_idx) > 0,
-                            lambda: self._exact(exact_texts, with_offsets), nothing)
+        exact_out = self._exact(exact_texts, with_offsets)
         parts = list(zip(fast_out, exact_out))
         # Put the lines back in input order: position in the concatenation -> input index.
         order = tf.math.invert_permutation(tf.concat([fast_idx, exact_idx], axis=0))
