@@ -14,6 +14,7 @@ The text signatures pack to max_seq_length, then run the model on length-sorted
 sub-batches, each cut to its own longest sequence (a multiple of 8;
 bert_tf.batching.run_by_length), so a batch of short texts costs what short texts cost
 and one long text does not widen the rest (HF's pipeline pads each batch to its longest).
+One text is one model call at its own width.
 Outputs keep their shapes and order: per-token outputs are padded back to max_seq_length.
 serve_tokenized runs on what it is given.
 """
