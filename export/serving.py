@@ -232,8 +232,10 @@ def check_shape(x, expected, name, what):
     rank_ok = tf.equal(runtime_rank(x), len(dims))
     fixed = [(i, d) for i, d in enumerate(dims) if d >= 0]
     # Dimensions are compared only when the rank is right (else they may not exist).
-    ok = tf.cond(rank_ok, lambda: tf.reduce_all(
-        [tf.equal(shape[i], d) for i, d in fixed] or [True]), lambda: False)
+    ok = rank_ok
+    if fixed:
+        ok = tf.cond(rank_ok, lambda: tf.reduce_all([tf.equal(shape[i], d) for i, d in fixed]),
+                     lambda: False)
     if len(dims) == 1:
         described = f"a 1-D batch of {what}"
     else:
