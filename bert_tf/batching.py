@@ -38,6 +38,7 @@ per-token labels such as NER tags).
 
 import tensorflow as tf
 
+from bert_tf.graph_calls import not_inlined
 from bert_tf.input_names import PADDING_MASK
 
 MODES = ("longest", "sort", "bucket", "off")
@@ -205,34 +206,28 @@ def run_by_length(fn, features, per_token=(), overhead_tokens=CALL_OVERHEAD_TOKE
     back in the input order; those named in `per_token` (a token axis where the features
     have it) are padded back to seq with 0.
     """
-    if not tf.inside_function():   # eagerly: Python runs the loop, fn on each call
-        return _run_sorted(fn, features, per_token, overhead_tokens, multiple,
-                           max_call_tokens)
-    # In a graph, one text (the batch of a server that answers each request as it comes)
-    # is one call at its own width, and the sorted path is a call node that is not
-    # inlined, as is the model in its loop: the executor walks every node of a tf.cond
-    # branch or loop body that does not run (passing "dead" tensors), and an inlined
-    # model is ~450 nodes that one text would pay for on every request.
-    not_inlined = dict(autograph=False, experimental_attributes={"_noinline": True})
-    model = tf.function(fn, **not_inlined)
+    # One text (the batch of a server that answers each request as it comes) is one call
+    # at its own width; in a graph the sorted path, and the model in its loop, are call
+    # nodes that one text does not walk through (bert_tf/graph_calls.py).
+    model = not_inlined(fn)
     mask = features[PADDING_MASK]
 
     def one_call():
-        out = fn(trim_to_longest(features, multiple))
-        return {k: pad_to_width(v, tf.shape(mask)[-1], axis=len(mask.shape) - 1)
-                if k in per_token else v for k, v in out.items()}
+        return _per_token_padded(fn(trim_to_longest(features, multiple)), per_token, mask)
 
-    @tf.function(**not_inlined)
-    def sorted_calls(features):
-        return _run_sorted(model, features, per_token, overhead_tokens, multiple,
-                           max_call_tokens)
-
+    sorted_calls = not_inlined(lambda features: _run_sorted(
+        model, features, per_token, overhead_tokens, multiple, max_call_tokens))
     return tf.cond(tf.shape(mask)[0] <= 1, one_call, lambda: sorted_calls(features))
+
+
+def _per_token_padded(out, per_token, mask):
+    """fn's outputs, those named in per_token padded back to the features' width."""
+    return {k: pad_to_width(v, tf.shape(mask)[-1], axis=len(mask.shape) - 1)
+            if k in per_token else v for k, v in out.items()}
 
 
 def _run_sorted(fn, features, per_token, overhead_tokens, multiple, max_call_tokens):
     mask = features[PADDING_MASK]
-    rank = len(mask.shape)
     n, seq = tf.shape(mask)[0], tf.shape(mask)[-1]
     width = rounded_width(example_lengths(mask), seq, multiple)            # [batch]
     order = tf.argsort(width, stable=True)
@@ -258,9 +253,8 @@ def _run_sorted(fn, features, per_token, overhead_tokens, multiple, max_call_tok
         return end, w
 
     def run(i, end, w):
-        out = fn({k: v[i:end, ..., :w] for k, v in ordered.items()})
-        return {k: pad_to_width(v, seq, axis=rank - 1) if k in per_token else v
-                for k, v in out.items()}
+        return _per_token_padded(fn({k: v[i:end, ..., :w] for k, v in ordered.items()}),
+                                 per_token, mask)
 
     # The first sub-batch outside the loop gives the outputs' names and dtypes; a batch
     # of equal lengths ends there.

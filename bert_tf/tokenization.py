@@ -39,6 +39,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf.files import decode_text
+from bert_tf.graph_calls import not_inlined
 # CJK_RANGES and load_vocab are also this module's public API (tasks/squad_metrics.py,
 # the README's examples).
 from bert_tf.text_rules import (CJK_RANGES, CLS_TOKEN, CONTINUATION_PREFIX, MASK_TOKEN,
@@ -745,14 +746,9 @@ class BertTokenizer(tf.Module):
         texts = tf.convert_to_tensor(texts, tf.string)
         # [batch] bool: which lines the C++ end-to-end tokenizer handles exactly.
         fast = self._takes_fast_path(texts)
-        # Most batches of English text are all fast: they skip the split below. In a graph
-        # the split is one call node, not inlined: the branch a tf.cond does not take
-        # still has each of its nodes walked by the executor (with "dead" tensors), and
-        # the exact path is ~100 small ops that a one-text request would pay for.
-        mixed = functools.partial(self._fast_and_exact, with_offsets=with_offsets)
-        if tf.inside_function():
-            mixed = tf.function(mixed, autograph=False,
-                                experimental_attributes={"_noinline": True})
+        # Most batches of English text are all fast: they skip the split below, whose ~100
+        # small ops of the exact path are then one node (bert_tf/graph_calls.py).
+        mixed = not_inlined(functools.partial(self._fast_and_exact, with_offsets=with_offsets))
         return tf.cond(tf.reduce_all(fast), lambda: self._fast(texts, with_offsets),
                        lambda: mixed(texts, fast))
 
