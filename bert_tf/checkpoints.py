@@ -18,7 +18,8 @@ from bert_tf.checkpoint_formats import core
 from bert_tf.checkpoint_formats.core import (  # noqa: F401  (re-exported)
     GOOGLE_CONFIG_NAME, HF_CONFIG_NAME, VOCAB_NAME, Checkpoint, CheckpointFormat,
     CheckpointMismatchError, LoadReport, format_names, formats, get_format, google_variables,
-    hf_state_dict, register_format, split_model, unregister_format, writable_format_names)
+    has_next_sentence_head, hf_state_dict, register_format, split_model, unregister_format,
+    writable_format_names)
 from bert_tf.checkpoint_formats.google import (  # noqa: F401  (re-exported)
     GOOGLE_CKPT_NAME, read_google_checkpoint, write_google_checkpoint)
 from bert_tf.checkpoint_formats.hf import (  # noqa: F401  (re-exported)
@@ -26,6 +27,7 @@ from bert_tf.checkpoint_formats.hf import (  # noqa: F401  (re-exported)
     write_hf_checkpoint)
 from bert_tf.checkpoint_formats.keras import (  # noqa: F401  (re-exported)
     KERAS_MODEL_NAME, read_keras_model, write_keras_model)
+from bert_tf.files import replace_path
 from bert_tf.registry import resolve_checkpoint
 
 # The built-in formats, in registration order (google, hf, keras, keras_hub,
@@ -130,30 +132,51 @@ def load_encoder(path, input_format="auto", bert_config_file=None, ignore=(), dt
 
 
 def vocab_beside(checkpoint, vocab_file=None, flag="--init_checkpoint"):
-    """`vocab_file` when given, else the vocab.txt in the checkpoint's directory (google's
-    and HF's layouts both keep it there); one clear error naming `flag` when neither.
+    """`vocab_file` when given, else the vocabulary the checkpoint keeps: the vocab.txt in
+    its directory (google's and HF's layouts), or where its format keeps one (a keras-hub
+    preset's tokenizer asset, a TF Hub model's, a run_pretraining folder's exported
+    copies: CheckpointFormat.vocab); one clear error naming `flag` when none.
     `checkpoint` may be a released checkpoint's name (bert_tf/registry.py)."""
     if vocab_file:
         return vocab_file
     checkpoint = resolve_checkpoint(checkpoint)
     base = checkpoint if checkpoint and os.path.isdir(checkpoint) else \
         os.path.dirname(checkpoint or "")
-    path = os.path.join(base, "vocab.txt")
+    path = os.path.join(base, VOCAB_NAME)
     if checkpoint and not os.path.isfile(path) and not os.path.exists(checkpoint) and \
             not glob.glob(glob.escape(checkpoint) + ".*"):
         raise FileNotFoundError(f"{flag} {checkpoint}: no such file, directory or "
                                 f"checkpoint prefix")
+    if checkpoint and not os.path.isfile(path):
+        kept = _format_vocab(checkpoint)
+        if kept:
+            return kept
     if not checkpoint or not os.path.isfile(path):
         raise ValueError(f"{flag} {checkpoint or '(not given)'}: no vocab.txt beside the "
                          f"checkpoint; pass --vocab_file")
     return path
 
 
+def _format_vocab(checkpoint):
+    """The vocabulary file the format of `checkpoint` keeps in a place of its own, or
+    None (not a known format, or one without a vocabulary)."""
+    try:
+        checkpoint_format = get_format(detect_format(checkpoint))
+    except (ValueError, OSError):
+        return None
+    if checkpoint_format.vocab is None:
+        return None
+    return checkpoint_format.vocab(checkpoint)
+
+
 # -- writing ----------------------------------------------------------------------------
 
 def save_checkpoint(model, output, output_format, vocab_file=None, overwrite=False):
     """Writes `model` in `output_format` to `output`, under a temporary name in the same
-    folder first, then renamed: a crash never leaves a half-written `output`."""
+    folder first, then swapped with what `output` held (files.replace_path): a crash
+    never leaves a half-written `output`, and a reader loading `output` meanwhile finds
+    the old checkpoint or the new one. What a killed save left is removed first: the
+    caller holds the output's lock (bert_tf/output_lock.py)."""
     checkpoint_format = get_format(output_format)
     if checkpoint_format is None or checkpoint_format.write is None:
         raise ValueError(f"output_format must be one of {writable_format_names()}, "
@@ -168,7 +191,12 @@ def save_checkpoint(model, output, output_format, vocab_file=None, overwrite=Fal
             raise FileExistsError(f"{output}: already exists (pass overwrite to replace it)")
     parent = os.path.dirname(output)
     os.makedirs(parent, exist_ok=True)
-    tmp_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(output)}.tmp-", dir=parent)
+    prefix = f".{os.path.basename(output)}.tmp-"
+    # What an earlier save killed midway left (the caller holds the output's lock, so
+    # no other save is writing one now).
+    for stale in glob.glob(os.path.join(glob.escape(parent), glob.escape(prefix) + "*")):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp_dir = tempfile.mkdtemp(prefix=prefix, dir=parent)
     # mkdtemp makes the folder private (0700); the renamed output should get the usual mode.
     umask = os.umask(0)
     os.umask(umask)
@@ -176,11 +204,9 @@ def save_checkpoint(model, output, output_format, vocab_file=None, overwrite=Fal
     try:
         tmp = os.path.join(tmp_dir, os.path.basename(output)) if is_file else tmp_dir
         checkpoint_format.write(model, tmp, vocab_file=vocab_file)
-        if os.path.isdir(output) and not is_file:
-            shutil.rmtree(output)
-        elif os.path.exists(output):
-            os.remove(output)
-        os.replace(tmp, output)
+        # Swapped with what is there in one step: a reader loading `output` meanwhile
+        # finds the old checkpoint or the new one, never neither.
+        replace_path(tmp, output)
     finally:
         if os.path.exists(tmp_dir):
             shutil.rmtree(tmp_dir)

@@ -176,14 +176,16 @@ def system_error_line(error):
 def _locked_outputs(args, flags):
     """(flag, path) of each of `flags` that `args` sets to a local path; none on a worker
     of a multi-worker cluster that is not its chief. A comma-separated --output_file
-    (create_pretraining_data's shard list) is locked by its first name."""
+    (create_pretraining_data's shard list) is locked by each of its names, the names a
+    reader of one of those shards locks (output_lock.shard_set)."""
     if args is None or not is_chief():
         return []
     found = []
     for flag in flags:
         path = getattr(args, flag, None)
         if isinstance(path, str) and path and "://" not in path:
-            found.append((flag, path.split(",")[0] if flag == "output_file" else path))
+            names = [p for p in path.split(",") if p] if flag == "output_file" else [path]
+            found += [(flag, name) for name in names]
     return found
 
 

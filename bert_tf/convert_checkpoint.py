@@ -66,9 +66,9 @@ def convert(input_path, output, output_format, input_format="auto", bert_config_
         raise FileExistsError(f"{output}: already exists (pass --overwrite to replace it)")
     input_path = registry.resolve_checkpoint(input_path, log=log)
     # --overwrite replaces the whole --output folder: never the one being read.
-    check_not_inputs([("output", output)], [("--input", input_path),
-                                            ("--bert_config_file", bert_config_file),
-                                            ("--vocab_file", vocab_file)])
+    check_not_inputs([("output", output)], [("--bert_config_file", bert_config_file),
+                                            ("--vocab_file", vocab_file)],
+                     checkpoints=[("--input", input_path)])
 
     from bert_tf import checkpoints
     from bert_tf.encoder import BertEncoder
@@ -82,12 +82,14 @@ def convert(input_path, output, output_format, input_format="auto", bert_config_
         f"H={c.hidden_size} A={c.num_attention_heads} vocab={c.vocab_size} "
         f"hidden_act={c.hidden_act}; heads: {'yes' if checkpoint.has_heads else 'no'}")
     if checkpoint.has_heads:
-        model = BertPretrainer.from_config_object(c)
+        # A masked-LM head without a next-sentence one (keras-hub's, a --next_sentence=none
+        # run's, Model Garden's and TF Hub's pretrainers) stays without one: no head is
+        # written that was never trained.
+        model = BertPretrainer.from_config_object(
+            c, next_sentence=checkpoints.has_next_sentence_head(checkpoint))
     else:
         model = BertEncoder.from_config_object(c)
-    # A masked-LM head without a next-sentence one (Model Garden's and TF Hub's
-    # pretrainers): the missing head keeps its initialisation, and the report names it.
-    report = checkpoints.restore(model, checkpoint, allow_missing_heads=checkpoint.has_heads)
+    report = checkpoints.restore(model, checkpoint)
     log(f"  {report}")
     vocab_file = vocab_file or checkpoint.vocab_file
     if vocab_file:

@@ -19,6 +19,7 @@ truncated with the fine-tuning rule (pop from the longer); an empty line gives
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -27,7 +28,7 @@ import sys
 import numpy as np
 
 from bert_tf.cli import ArgumentParser, boolean, check_not_inputs, check_seq_length, run_main
-from bert_tf.files import atomic_write, read_text
+from bert_tf.files import TMP_SUFFIX, read_text
 from bert_tf.input_names import INPUT_NAMES
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -92,28 +93,37 @@ def layer_model(encoder, layers):
     return keras.Model(inputs, [outputs[i] for i in layers])
 
 
+# Batches per window of examples sorted by length (see `extract`).
+WINDOW_BATCHES = 16
+
+
 def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size=32,
-            window_batches=16):
-    """Yields one output dict per example (google's JSON layout), in input order.
+            window_batches=WINDOW_BATCHES, start=0):
+    """Yields one output dict per example (google's JSON layout), in input order, from
+    example `start` on (a multiple of the window, batch_size * window_batches: a resumed
+    run forms the batches an uninterrupted one forms, so it writes the same bytes).
 
     Examples are batched by length: within each window of `window_batches` batches they
     are sorted by packed length and every batch is padded to its longest (the outputs of
     real positions do not depend on padding: masked keys), so mixed lengths cost what
     their tokens cost; a window's outputs are then yielded in input order."""
+    window = batch_size * max(1, window_batches)
+    if start % window:
+        raise ValueError(f"start={start} is not a multiple of the window ({window})")
+    first, examples = start, examples[start:]
     ids_a = tokenizer.encode([a for a, _ in examples]) if examples else []
     pairs = [i for i, (_, b) in enumerate(examples) if b is not None]
     ids_b = dict(zip(pairs, tokenizer.encode([examples[i][1] for i in pairs]))) \
         if pairs else {}
     model = layer_model(encoder, layers)
-    window = batch_size * max(1, window_batches)
     for begin in range(0, len(examples), window):
         indexes = range(begin, min(begin + window, len(examples)))
         packed = {i: pack(ids_a[i], ids_b.get(i), max_seq_length, tokenizer.cls_id,
                           tokenizer.sep_id) for i in indexes}
         order = sorted(indexes, key=lambda i: len(packed[i][0]))
         records = {}
-        for start in range(0, len(order), batch_size):
-            batch = order[start:start + batch_size]
+        for b in range(0, len(order), batch_size):
+            batch = order[b:b + batch_size]
             width = max(len(packed[i][0]) for i in batch)
             token_ids = np.zeros((len(batch), width), np.int32)
             segment_ids = np.zeros_like(token_ids)
@@ -136,29 +146,9 @@ def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size
                         "layers": [{"index": index, "values": [
                             round(float(x), 6) for x in out[row, position]]}
                             for index, out in zip(layers, outputs)]})
-                records[i] = {"linex_index": i, "features": features}
+                records[i] = {"linex_index": first + i, "features": features}
         for i in indexes:
             yield records[i]
-
-
-def main(argv=None):
-    parser = ArgumentParser(
-        description="Write per-token vectors of chosen encoder layers as JSON lines.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    f = parser.add_argument
-    f("--input_file", required=True, help="one example per line; 'A ||| B' for pairs")
-    f("--output_file", required=True, help="JSON lines output")
-    f("--layers", default="-1,-2,-3,-4", help="layer indexes, -1 = last")
-    f("--max_seq_length", type=int, default=128)
-    f("--batch_size", type=int, default=32)
-    f("--init_checkpoint", default=None,
-      help="google TF1 checkpoint, HF directory or .keras file; or a released "
-           "checkpoint's name (uncased_L-12_H-768_A-12, bert-base-uncased, ...: "
-           "bert_tf/registry.py), downloaded once into $BERT_TF_CACHE")
-    f("--vocab_file", default=None, help="default: vocab.txt beside the checkpoint")
-    f("--bert_config_file", default=None, help="default: the config beside the checkpoint")
-    boolean(parser, "--do_lower_case", default=True)
-    return run_main(run, parser.parse_args(argv), positive=("batch_size",))
 
 
 def run(args):
@@ -169,8 +159,11 @@ def run(args):
         raise ValueError("--init_checkpoint is required")
     check_seq_length(args.max_seq_length)
     vocab_file = vocab_beside(args.init_checkpoint, args.vocab_file)
-    check_not_inputs([("output_file", args.output_file)],
-                     [("--input_file", args.input_file), ("--vocab_file", vocab_file)])
+    check_not_inputs([("output_file", args.output_file),
+                      ("output_file", args.output_file + TMP_SUFFIX)],
+                     [("--input_file", args.input_file), ("--vocab_file", vocab_file),
+                      ("--bert_config_file", args.bert_config_file)],
+                     checkpoints=[("--init_checkpoint", args.init_checkpoint)])
     parse_layers(args.layers)             # the format, before the slow loading
     check_case_matches_vocab(vocab_file, args.do_lower_case)
     examples = read_examples(args.input_file)
@@ -184,17 +177,124 @@ def run(args):
     layers = parse_layers(args.layers, encoder.bert_config.num_hidden_layers)
     check_vocab_fits(vocab_file, encoder.bert_config.vocab_size)
     tokenizer = BertTokenizer(vocab_file, do_lower_case=args.do_lower_case)
+    made_from = run_inputs(args, vocab_file)
     if os.path.dirname(args.output_file):
         os.makedirs(os.path.dirname(args.output_file), exist_ok=True)
-    with atomic_write(args.output_file) as out:
-        for n, record in enumerate(extract(encoder, tokenizer, examples, layers,
-                                           args.max_seq_length, args.batch_size), 1):
-            out.write(json.dumps(record) + "\n")
-            if n % 1000 == 0:
-                print(f"{n}/{len(examples)} examples", file=sys.stderr, flush=True)
+    write_features(
+        args.output_file, made_from,
+        lambda start: extract(encoder, tokenizer, examples, layers, args.max_seq_length,
+                              args.batch_size, start=start),
+        len(examples), args.batch_size * WINDOW_BATCHES)
     print(f"{args.output_file}: {len(examples)} examples, {empty} empty lines",
           file=sys.stderr, flush=True)
     return len(examples)
+
+
+def run_inputs(args, vocab_file):
+    """What the output's bytes depend on: the input lines, the checkpoint, the
+    vocabulary (by content) and the flags that shape the vectors or their batches."""
+    from bert_tf.checks import checkpoint_place
+    from bert_tf.files import fingerprint
+    place = checkpoint_place(args.init_checkpoint)
+    return {
+        "input_file": fingerprint(args.input_file),
+        "init_checkpoint": fingerprint(place) if place else args.init_checkpoint,
+        "vocab_file": fingerprint(vocab_file),
+        "bert_config_file": args.bert_config_file and fingerprint(args.bert_config_file),
+        "flags": {"layers": args.layers, "max_seq_length": args.max_seq_length,
+                  "batch_size": args.batch_size, "do_lower_case": args.do_lower_case},
+    }
+
+
+def write_features(path, made_from, records, total, window):
+    """Writes the JSON lines `records(start)` yields (examples `start`.. of `total`) to
+    `path` by way of `path.tmp`, renamed when complete.
+
+    Resumable: after every `window` examples the temporary file is flushed to disk and
+    `path.tmp.json` records how many examples and bytes it holds and what they were
+    made from (`made_from`). SIGTERM or Ctrl-C stops at the end of a window with one
+    line; a kill -9 stops anywhere. Run again with the same inputs and flags, the
+    command cuts the temporary file back to its last recorded window and goes on from
+    there; the finished file is byte for byte the uninterrupted run's. With other inputs
+    or flags it starts over."""
+    from bert_tf.files import write_json
+    from bert_tf.training_plumbing import Interrupted, stop_requests
+    tmp, progress = path + TMP_SUFFIX, path + TMP_SUFFIX + ".json"
+    done, size = resumable(tmp, progress, made_from)
+    if done:
+        print(f"resuming {tmp}: {done} of {total} examples already written",
+              file=sys.stderr, flush=True)
+    try:
+        with open(tmp, "r+b" if done else "wb") as f, stop_requests() as stop:
+            f.truncate(size)
+            f.seek(size)
+            for n, record in enumerate(records(done), done + 1):
+                f.write((json.dumps(record) + "\n").encode())
+                if n % window and n < total:
+                    continue
+                f.flush()
+                os.fsync(f.fileno())
+                write_json(progress, {"examples": n, "bytes": f.tell(),
+                                      "made_from": made_from})
+                print(f"{n}/{total} examples", file=sys.stderr, flush=True)
+                if stop and n < total:
+                    raise Interrupted(f"{stop[0]}: stopped after {n} of {total} examples, "
+                                      f"kept in {tmp}; run the same command again to "
+                                      f"resume")
+        os.replace(tmp, path)
+    except Interrupted:
+        raise
+    except BaseException as e:
+        # Anything but a stop (a full disk, a failed model call): nothing is kept.
+        for stale in (tmp, progress):
+            with contextlib.suppress(OSError):
+                os.remove(stale)
+        if isinstance(e, OSError) and e.errno and not e.filename:
+            raise OSError(e.errno, os.strerror(e.errno), path) from None
+        if isinstance(e, OSError) and e.filename == tmp:   # read-only, missing folder:
+            raise OSError(e.errno, e.strerror, path) from None  # said of the user's name
+        raise
+    os.remove(progress)
+
+
+def resumable(tmp, progress, made_from):
+    """(examples, bytes) that an interrupted run left in `tmp` and this one may keep:
+    its record `progress` says they were made from `made_from`; else (0, 0), and what
+    was left is removed."""
+    try:
+        with open(progress, encoding="utf-8") as f:
+            record = json.load(f)
+        if record["made_from"] == made_from and os.path.getsize(tmp) >= record["bytes"]:
+            return int(record["examples"]), int(record["bytes"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    for stale in (tmp, progress):
+        if os.path.exists(stale):
+            os.remove(stale)
+    return 0, 0
+
+
+def main(argv=None):
+    from bert_tf.training_plumbing import Interrupted
+    parser = ArgumentParser(
+        description="Write per-token vectors of chosen encoder layers as JSON lines.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    f = parser.add_argument
+    f("--input_file", required=True, help="one example per line; 'A ||| B' for pairs")
+    f("--output_file", required=True,
+      help="JSON lines output (OUTPUT.tmp until complete: a stopped run resumes from it)")
+    f("--layers", default="-1,-2,-3,-4", help="layer indexes, -1 = last")
+    f("--max_seq_length", type=int, default=128)
+    f("--batch_size", type=int, default=32)
+    f("--init_checkpoint", default=None,
+      help="google TF1 checkpoint, HF directory or .keras file; or a released "
+           "checkpoint's name (uncased_L-12_H-768_A-12, bert-base-uncased, ...: "
+           "bert_tf/registry.py), downloaded once into $BERT_TF_CACHE")
+    f("--vocab_file", default=None, help="default: vocab.txt beside the checkpoint")
+    f("--bert_config_file", default=None, help="default: the config beside the checkpoint")
+    boolean(parser, "--do_lower_case", default=True)
+    return run_main(run, parser.parse_args(argv), positive=("batch_size",),
+                    errors=(Interrupted,))
 
 
 if __name__ == "__main__":

@@ -51,6 +51,48 @@ def atomic_write(path, mode="w", encoding="utf-8"):
         raise
 
 
+def replace_path(new, path):
+    """Puts the file or folder `new` at `path` (same file system), replacing what is
+    there in one step for its readers: a folder is swapped with the old one atomically
+    (Linux's renameat2 RENAME_EXCHANGE), then the old one, now under `new`'s name, is
+    removed; a reader opening `path` finds the old or the new, never nothing. Where the
+    swap is not available, the old one is renamed aside first (for a moment `path` is
+    missing)."""
+    if not os.path.lexists(path):
+        os.replace(new, path)
+        return
+    if os.path.isdir(new) == os.path.isdir(path) and not os.path.isdir(path):
+        os.replace(new, path)        # a file onto a file: rename is atomic
+        return
+    if not _exchange(new, path):
+        aside = f"{new}.old"
+        os.rename(path, aside)
+        os.rename(new, path)
+        new = aside
+    if os.path.isdir(new) and not os.path.islink(new):
+        shutil.rmtree(new)
+    else:
+        os.remove(new)
+
+
+def _exchange(a, b):
+    """Swaps the paths `a` and `b` atomically (renameat2 with RENAME_EXCHANGE); False
+    where the system or the file system cannot."""
+    import ctypes
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    errno = ctypes.get_errno()
+    if errno in (22, 38, 95):    # EINVAL, ENOSYS, EOPNOTSUPP: not here
+        return False
+    raise OSError(errno, os.strerror(errno), b)
+
+
 def atomic_copy(src, dst):
     """Copies the file `src` to `dst` by way of `dst + ".tmp"`."""
     with open(src, "rb") as source, atomic_write(dst, "wb") as target:
@@ -74,6 +116,43 @@ def file_sha256(path, open_file=None):
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+# Side files a folder's fingerprint leaves out: locks, and what writers keep under
+# temporary names until they are complete.
+_SIDE_FILE = (".lock", ".tmp", ".part")
+
+
+def fingerprint(path, sample=None):
+    """What the file or folder `path` is, by content: {"bytes", "sha256"}. A file's sha256
+    is of all its bytes, or with `sample` (a byte count) of its size and its first and
+    last `sample` bytes: cheap for shards of gigabytes, and still different for files
+    written anew (other masks, other seed). A folder's is of its files' relative names
+    and fingerprints, side files (locks, temporary names) left out: a checkpoint folder
+    is the same folder wherever it is copied."""
+    if os.path.isdir(path):
+        digest, total = hashlib.sha256(), 0
+        for folder, dirs, files in os.walk(path):
+            dirs.sort()
+            for name in sorted(files):
+                if name.startswith(".") and name.endswith(_SIDE_FILE) or \
+                        TMP_SUFFIX in name:
+                    continue
+                file = os.path.join(folder, name)
+                item = fingerprint(file, sample)
+                total += item["bytes"]
+                digest.update(f"{os.path.relpath(file, path)}\0{item['sha256']}\0"
+                              .encode("utf-8", "surrogateescape"))
+        return {"bytes": total, "sha256": digest.hexdigest()}
+    size = os.path.getsize(path)
+    if sample is None or size <= 2 * sample:
+        return {"bytes": size, "sha256": file_sha256(path)}
+    digest = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as f:
+        digest.update(f.read(sample))
+        f.seek(size - sample)
+        digest.update(f.read(sample))
+    return {"bytes": size, "sha256": digest.hexdigest()}
 
 
 def write_json(path, value, indent=2, sort_keys=True, ensure_ascii=False):

@@ -14,9 +14,11 @@ so; a checkpoint is only written when the weights are finite. At the end the mod
 also written in google's TF1 format (output_dir/google) and HF's (output_dir/hf).
 """
 
+import contextlib
 import os
 
-from bert_tf.cli import ArgumentParser, DTYPES, boolean, check_seq_length, run_main
+from bert_tf.cli import (ArgumentParser, DTYPES, boolean, check_not_inputs, check_seq_length,
+                         run_main)
 from bert_tf.files import write_results as write_eval_results  # google's eval_results.txt
 # TensorFlow-free at import, like this module: --help and flag errors stay fast.
 from bert_tf.pretraining.run import check_resume
@@ -155,16 +157,30 @@ def masking_spec(args, files=()):
 
 def run(args):
     """The run's library calls (bert_tf/pretraining/run.py) with its flags as arguments;
-    returns the eval metrics (None without --do_eval)."""
+    returns the eval metrics (None without --do_eval). The shard sets it reads are
+    locked for reading while it runs (no create_pretraining_data rewrites them)."""
+    with contextlib.ExitStack() as locks:
+        return _run(args, locks)
+
+
+def _run(args, locks):
     from bert_tf.pretraining import run as pretraining
     from bert_tf.pretraining.distribution import create_strategy, describe
     from bert_tf.pretraining.trainer import PretrainingLoop
 
     check_seq_length(args.max_seq_length, texts=2)
+    # Its folder is never the checkpoint it starts from, nor holds or lies inside it, and
+    # never holds a vocabulary or config it reads under a name the run writes.
+    check_not_inputs([("output_dir", args.output_dir)],
+                     [("--vocab_file", args.vocab_file),
+                      ("--bert_config_file", args.bert_config_file)],
+                     checkpoints=[("--init_checkpoint", args.init_checkpoint)],
+                     writes=pretraining.RUN_OUTPUTS)
     shards = pretraining.find_shards(
         args.input_file, args.eval_input_file, args.output_dir, args.do_train, args.do_eval,
         args.max_seq_length, args.max_predictions_per_seq, args.skip_corrupt_records,
-        args.masking)
+        args.masking, locks=locks)
+    pretraining.check_vocabulary(shards, args.vocab_file)
     masking = masking_spec(args, sorted(set(
         (shards.train if args.do_train else []) + (shards.eval if args.do_eval else []))))
     config = pretraining.load_config(args.bert_config_file, args.preset)

@@ -26,7 +26,8 @@ import tensorflow as tf
 from bert_tf.batching import run_by_length
 from export import text_offsets
 from export.limits import MAX_TEXT_BYTES
-from export.serving import ServingModule, float32, check_same_batch
+from export.request_checks import check_same_batch
+from export.serving import ServingModule, float32
 
 
 def _gather_or(params, indices, valid, default):

@@ -77,6 +77,7 @@ def run(task, config):
     from bert_tf.tokenization import (BertTokenizer, check_case_matches_vocab,
                                       check_vocab_fits)
     task.check(config)
+    check_output_dir(task, config)
     # First: splitting the CPU into logical devices (--cpu_devices) must happen before
     # any TensorFlow op runs, and the tokenizer below runs some.
     strategy = create_strategy(config)
@@ -96,9 +97,11 @@ def run(task, config):
         # A resumable state of other settings is refused before save_task_files below
         # rewrites TASK_config.json: the refused command leaves the folder as it was
         # (else the old weights would be exported under the new labels).
-        from tasks.resume import check_resume_state, resume_settings
+        from tasks.resume import check_resume_state, data_fingerprints, resume_settings
+        data = data_fingerprints(task.training_files(config) +
+                                 [("--vocab_file", config.vocab_file)])
         resuming, _ = check_resume_state(config.output_dir, resume_settings(
-            config, *step_plan(config, train_steps(config, task.num_examples(train)))))
+            config, *step_plan(config, train_steps(config, task.num_examples(train))), data))
     else:
         settings = saved
     evaluation = task.read_eval(config, settings, tokenizer)
@@ -127,7 +130,7 @@ def run(task, config):
         metric, mode = task.monitor(settings)
         fit(trained, lambda: task.dataset(train, config, settings, training=True), eval_ds,
             config, num_steps, monitor=f"val_{metric}" if eval_ds is not None else None,
-            mode=mode, saved=model)
+            mode=mode, saved=model, data=data)
     run_dir.load_weights(model, run_dir.weights_file(config.output_dir))
 
     results = {}
@@ -144,6 +147,27 @@ def run(task, config):
         from tasks.resume import remove_resume_state
         remove_resume_state(config.output_dir)
     return results
+
+
+# What a run writes at the top of its --output_dir besides TASK_config.json (and the
+# vocabulary's copy, which it never writes over itself: run_dir.save_task_files).
+RUN_FILES = ("bert_config.json", *run_dir.WEIGHT_FILES, "eval_results.txt", "train_log.jsonl",
+             "logs")
+
+
+def check_output_dir(task, config):
+    """ValueError, before anything is written, when --output_dir would destroy or change
+    what the run reads: it is, holds or lies inside --init_checkpoint (training), or one
+    of the files it writes is an input (bert_tf/checks.py)."""
+    from bert_tf.checks import check_not_inputs
+    from tasks.resume import RESUME_DIR
+    files = [(f"--{name}", getattr(config, name, None))
+             for name in ("vocab_file", "bert_config_file", "train_file", "dev_file",
+                          "eval_file", "predict_file", "test_file")]
+    check_not_inputs([("output_dir", config.output_dir)], files,
+                     checkpoints=[("--init_checkpoint", config.init_checkpoint)]
+                     if config.do_train else [],
+                     writes=(f"{task.name}_config.json", RESUME_DIR) + RUN_FILES)
 
 
 # ----------------------------------------------------------------------------- steps
@@ -275,7 +299,7 @@ def remove_earlier_weights(output_dir):
 
 
 def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max",
-        eval_steps=None, saved=None):
+        eval_steps=None, saved=None, data=None):
     """Keras fit with TensorBoard, progress (a bar on a terminal, else a line every 5% of
     the steps), each step's logs in output_dir/train_log.jsonl, and two checkpoints in
     output_dir: `last.weights.h5` after every epoch and `best.weights.h5` for the best
@@ -287,6 +311,8 @@ def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max
     SIGINT saves it after the current step and raises bert_tf/training_plumbing.py's
     Interrupted (one line, exit 1). A run that finds that state continues from its step,
     bit for bit as if never stopped.
+    `data`: what the run learns from, by content (tasks/resume.py's data_fingerprints),
+    kept in the state: a resume on other data is refused.
     `train_ds_fn()` makes the training tf.data.Dataset, a new one for each fit call: the
     iterators of one dataset object may share its shuffles' reshuffling state, so each
     stream starts from a dataset that nothing has read. Returns the Keras History of
@@ -302,7 +328,7 @@ def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max
     first_ds = train_ds_fn()
     with fit_reads_only_its_data(model, first_ds.element_spec):
         state = ResumeState(config.output_dir, model, saved,
-                            resume_settings(config, steps_per_epoch, epochs))
+                            resume_settings(config, steps_per_epoch, epochs, data))
         start = resume_step(state, best, total_steps)
         if start is None:
             return None
@@ -325,10 +351,12 @@ def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max
                     train_ds = train_ds.skip(skip)
                 last_epoch = first_epoch + 1 if steps < steps_per_epoch else epochs
                 tracker.metrics_from = state.latest_path if steps < steps_per_epoch else None
+                # shuffle=False: the pipelines shuffle themselves (Keras would only warn
+                # that it cannot shuffle a tf.data.Dataset).
                 history = model.fit(train_ds, validation_data=eval_ds, epochs=last_epoch,
                                     initial_epoch=first_epoch, steps_per_epoch=steps,
                                     validation_steps=eval_steps, callbacks=callbacks,
-                                    verbose=1 if interactive() else 2)
+                                    verbose=1 if interactive() else 2, shuffle=False)
         # Training is done (a stop asked for in its last step has nothing left to stop): a
         # rerun that finds this skips training (see run()).
         state.save(total_steps, finished=True)

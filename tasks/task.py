@@ -63,6 +63,16 @@ class Task:
         """The training data, in whatever form `dataset` and `settings` take."""
         raise NotImplementedError
 
+    def training_files(self, config):
+        """[(flag, path)] of what a training run learns from: its training data and, with
+        --do_eval, the validation data that picks best.weights.h5 (files or folders).
+        The driver keeps their fingerprints (with the vocabulary's) in the resumable
+        state, and refuses to resume on other data. Default: --train_file, and
+        --dev_file or --eval_file with --do_eval. Called after read_train."""
+        names = ("train_file",) + (("dev_file", "eval_file") if config.do_eval else ())
+        return [(f"--{name}", getattr(config, name)) for name in names
+                if getattr(config, name, None)]
+
     def num_examples(self, train):
         return len(train)
 

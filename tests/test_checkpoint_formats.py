@@ -70,10 +70,12 @@ def random_pretrainer(seed):
 
 
 def test_builtin_formats_in_the_order_the_command_lists_them():
-    builtin = ("google", "hf", "keras", "keras_hub", "model_garden", "tfhub")
-    assert format_names()[:6] == builtin
+    builtin = ("google", "hf", "keras", "keras_hub", "model_garden", "tfhub",
+               "pretraining_run")
+    assert format_names()[:7] == builtin
     assert checkpoints.FORMATS == builtin
-    assert writable_format_names()[:6] == builtin
+    # A run_pretraining folder is read only: no --output_format choice.
+    assert writable_format_names()[:6] == builtin[:6]
     # A read-only format (no writer) is no --output_format choice.
     register_format(CheckpointFormat("npz_read_only", _npz_detect, _npz_read, None))
     try:
@@ -83,7 +85,7 @@ def test_builtin_formats_in_the_order_the_command_lists_them():
         unregister_format("npz_read_only")
     with pytest.raises(ValueError, match="already registered"):
         register_format(CheckpointFormat("hf", _npz_detect, _npz_read, _npz_write))
-    assert format_names()[:6] == builtin
+    assert format_names()[:7] == builtin
 
 
 def test_a_registered_format_converts_end_to_end(npz_format, tmp_path, capsys):

@@ -193,6 +193,13 @@ def test_tokenized_ids_outside_the_tables_are_refused(loaded):
         segments[0, 1] = -1
         assert assertion(f, token_ids=ids, segment_ids=segments, padding_mask=ones) == \
             "segment_ids: id -1 is outside [0, 2) (type_vocab_size of the model)"
+        # A mask value other than 0 or 1 weighs attention wrongly (2 or -1 changed the
+        # answer): refused too.
+        for bad in (2, -1):
+            mask = ones.copy()
+            mask[0, 2] = bad
+            assert assertion(f, token_ids=ids, segment_ids=zeros, padding_mask=mask) == \
+                f"padding_mask: value {bad} is not 0 (padding) or 1 (a token)"
         # In range, including both ends of the table: answered.
         edge = ids.copy()
         edge[0, 1:3] = [0, vocab - 1]

@@ -102,12 +102,13 @@ def test_a_preprocessing_model_or_a_damaged_one_is_one_error(tmp_path):
 
 @pytest.fixture(scope="module")
 def our_export(tmp_path_factory):
-    """TF Hub's model_with_mlm -> ours (a pretrainer; its next-sentence head initialised)
-    -> `--output_format tfhub`."""
+    """TF Hub's model_with_mlm -> ours (a pretrainer with its masked-LM head and, as TF
+    Hub's, no next-sentence head) -> `--output_format tfhub`."""
     out = tmp_path_factory.mktemp("tfhub") / "bert"
     convert_main(["--input", os.path.join(FIXTURES, "tfhub_mlm"), "--output", str(out),
                   "--output_format", "tfhub"])
-    model = load_pretrainer(str(out))
+    model = load_pretrainer(str(out), next_sentence="auto")
+    assert model.nsp_head is None
     return str(out), model
 
 

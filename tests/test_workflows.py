@@ -13,29 +13,13 @@ import time
 import numpy as np
 import pytest
 
-from tests.testing import tree_hash, write_pretraining_shards
+from tests.testing import refused, write_pretraining_shards
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {k: v for k, v in dict(os.environ, PYTHONPATH=ROOT).items() if k != "TF_CPP_MIN_LOG_LEVEL"}
 
 CORPUS = ("The cat sat on the mat.\nIt was a sunny day in the park.\n\n"
           "Dogs like to run after balls.\nShe read the whole book in one night.\n")
-
-
-def refused(main, argv, capsys, expect, *trees):
-    """Runs a command in-process: exit status 1, one `error:` line holding each of
-    `expect`, and every folder of `trees` byte-identical afterwards. Returns the line."""
-    before = [tree_hash(t) for t in trees]
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert exit_info.value.code == 1, err
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    for text in expect:
-        assert text in lines[0], lines[0]
-    assert [tree_hash(t) for t in trees] == before
-    return lines[0]
 
 
 @pytest.fixture
@@ -151,6 +135,15 @@ def _pretraining_argv(shards, output_dir, *extra, steps=4):
             *extra]
 
 
+def _tiny_vocab(folder):
+    """A vocabulary of 100 tokens (the tiny shards' ids are below 100)."""
+    path = os.path.join(folder, "vocab.txt")
+    with open(path, "w") as f:
+        f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+                          [f"w{i}" for i in range(95)]) + "\n")
+    return path
+
+
 @pytest.fixture(scope="module")
 def tiny_shards(tmp_path_factory):
     return write_pretraining_shards(str(tmp_path_factory.mktemp("shards")), num_files=1,
@@ -181,6 +174,19 @@ def test_two_pretraining_runs_on_one_output_dir(tmp_path, tiny_shards, capsys):
                     _pretraining_argv(tiny_shards, out, "--learning_rate=5e-2", "--seed=2"),
                     capsys, [f"--output_dir={out} is in use by another command (pid {a.pid}: ",
                              "run_pretraining", "choose another --output_dir"], out)
+            # Nor are the shards A reads written anew under it: the writer is refused,
+            # naming the reading run, and the shards stay as they are.
+            from bert_tf import create_pretraining_data
+            shard = os.path.join(os.path.dirname(tiny_shards), "shard_0.tfrecord")
+            corpus = os.path.join(os.path.dirname(out), "corpus.txt")
+            with open(corpus, "w") as f:
+                f.write(CORPUS)
+            refused(create_pretraining_data.main,
+                    [f"--input_file={corpus}", f"--output_file={shard}",
+                     f"--vocab_file={_tiny_vocab(tmp_path)}", "--max_seq_length=32",
+                     "--max_predictions_per_seq=5", "--quiet"], capsys,
+                    [f"--output_file={shard} is being read by another command (pid {a.pid}: ",
+                     "run_pretraining", "wait for it to end"], os.path.dirname(tiny_shards))
         finally:
             a.send_signal(signal.SIGCONT)
     finally:

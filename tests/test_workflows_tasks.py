@@ -279,7 +279,8 @@ def test_uncased_vocabulary_with_do_lower_case_false_is_refused(files, tmp_path,
     assert not os.path.exists(out)
     lines = tmp_path / "lines.txt"
     lines.write_text("The cat sat.\n")
-    features = str(tmp_path / "features.jsonl")
+    # Beside the checkpoint's folder (tmp_path): never inside it.
+    features = str(tmp_path.parent / f"{tmp_path.name}-features.jsonl")
     assert_refused("bert_tf.extract_features",
                    [f"--input_file={lines}", f"--output_file={features}",
                     f"--init_checkpoint={files['root']}", f"--vocab_file={vocab}",

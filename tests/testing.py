@@ -124,3 +124,24 @@ def tree_hash(root):
                     digest = hashlib.sha256(f.read()).hexdigest()
             found[os.path.relpath(path, root)] = (stat.S_IMODE(info.st_mode), digest)
     return found
+
+
+def refused(main, argv, capsys, expect, *trees):
+    """Runs a command's `main(argv)` in-process: exit status 1, one `error:` line holding
+    each text of `expect`, and every folder of `trees` byte-identical afterwards (folders
+    that do not exist stay missing). Returns the line."""
+    import os
+
+    import pytest
+    before = [tree_hash(t) if os.path.exists(t) else None for t in trees]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert exit_info.value.code == 1, err
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for text in expect:
+        assert text in lines[0], lines[0]
+    assert [tree_hash(t) if os.path.exists(t) else None for t in trees] == before
+    return lines[0]

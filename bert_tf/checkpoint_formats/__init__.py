@@ -2,10 +2,11 @@
 module per format above it, each registering itself with the core on import.
 
 The built-in formats are imported here, so that importing any one of them registers all
-six in one order: the order detection tries them in and convert_checkpoint lists them.
-Model Garden's and TF Hub's come last but are tried first (`looks_inside`): Model
-Garden's TF2 files carry google's file name (bert_model.ckpt), and both detections read
-the files.
+seven in one order: the order detection tries them in and convert_checkpoint lists them
+(those with a writer). Model Garden's, TF Hub's and a run_pretraining folder's come
+last but are tried first (`looks_inside`): Model Garden's TF2 files carry google's file
+name (bert_model.ckpt), and a run folder a `checkpoint` state file as google's
+directories may.
 A new format is one more module that calls `core.register_format` (and, if built in, one
 more line below).
 """
@@ -16,3 +17,4 @@ from bert_tf.checkpoint_formats import keras  # noqa: F401  (registers "keras")
 from bert_tf.checkpoint_formats import keras_hub  # noqa: F401  (registers "keras_hub")
 from bert_tf.checkpoint_formats import model_garden  # noqa: F401  (registers "model_garden")
 from bert_tf.checkpoint_formats import tfhub  # noqa: F401  (registers "tfhub")
+from bert_tf.checkpoint_formats import pretraining_run  # noqa: F401  (registers "pretraining_run")

@@ -59,6 +59,8 @@ class CheckpointFormat:
     file_suffix: an output path ending in it is one file, not a directory (".keras").
     looks_inside: its detection reads the files rather than going by their names; such
         formats are tried first (Model Garden's TF2 files carry google's file name).
+    vocab(path) -> the vocabulary file a checkpoint of this format keeps, or None; None
+        (the default) for the vocab.txt beside the checkpoint, google's and HF's place.
     """
     name: str
     detect: Callable
@@ -67,6 +69,7 @@ class CheckpointFormat:
     hf_names: bool = False
     file_suffix: Optional[str] = None
     looks_inside: bool = False
+    vocab: Optional[Callable] = None
 
 
 _REGISTRY = {}

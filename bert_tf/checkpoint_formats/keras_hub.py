@@ -192,9 +192,14 @@ def read_keras_hub_preset(path, bert_config_file=None):
     ours = os.path.join(path, OUR_CONFIG)
     if os.path.isfile(ours):
         checkpoint.config = BertConfig.from_json_file(ours)
-    vocab = os.path.join(path, "assets", "tokenizer", "vocabulary.txt")
-    checkpoint.vocab_file = vocab if os.path.isfile(vocab) else None
+    checkpoint.vocab_file = preset_vocab(path)
     return checkpoint
+
+
+def preset_vocab(path):
+    """The vocabulary of a keras-hub preset directory: its tokenizer's asset, or None."""
+    vocab = os.path.join(path, "assets", "tokenizer", "vocabulary.txt")
+    return vocab if os.path.isfile(vocab) else None
 
 
 def _assign(backbone, head, tensors):
@@ -233,7 +238,9 @@ def to_keras_hub(model):
     if pretrainer is not None:
         result = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
         _assign(backbone, result.masked_lm_head, tensors)
-        logger.info("keras-hub has no next-sentence head: cls/seq_relationship not written")
+        if pretrainer.nsp_head is not None:
+            logger.warning("keras-hub's BertMaskedLM has no next-sentence head: this "
+                           "model's (cls/seq_relationship) is left out")
         return result
     _assign(backbone, None, tensors)
     if classifier is None:
@@ -250,17 +257,16 @@ def to_keras_hub(model):
 
 def from_keras_hub(model):
     """keras-hub BertBackbone / BertMaskedLM / BertTextClassifier -> our BertEncoder /
-    BertPretrainer (next-sentence head initialised) / BertClassifier, through the strict
-    `restore`."""
+    BertPretrainer (the masked LM alone: keras-hub has no next-sentence head, and none is
+    made up) / BertClassifier, through the strict `restore`."""
     from bert_tf.encoder import BertEncoder
     from bert_tf.pretrainer import BertPretrainer
     from bert_tf.task_models import BertClassifier
     checkpoint = read_keras_hub_model(model)
     _, head, dense = _parts(model)
     if head is not None:
-        ours = BertPretrainer.from_config_object(checkpoint.config)
-        report = restore(ours, checkpoint, allow_missing_heads=True)
-        logger.info("%s", report)
+        ours = BertPretrainer.from_config_object(checkpoint.config, next_sentence=False)
+        restore(ours, checkpoint)
         return ours
     encoder = BertEncoder.from_config_object(checkpoint.config)
     restore(encoder, checkpoint)
@@ -305,4 +311,5 @@ def write_keras_hub_preset(model, directory, vocab_file=None):
 
 
 register_format(CheckpointFormat("keras_hub", detect=is_preset, read=read_keras_hub_preset,
-                                 write=write_keras_hub_preset, hf_names=True))
+                                 write=write_keras_hub_preset, hf_names=True,
+                                 vocab=preset_vocab))

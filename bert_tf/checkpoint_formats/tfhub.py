@@ -182,6 +182,16 @@ def _preprocessing_beside(path):
     return None
 
 
+def tfhub_vocab(path):
+    """The vocabulary of a TF Hub encoder: its own asset, else the asset of the
+    preprocessing model beside it, else None."""
+    vocab = os.path.join(path, "assets", VOCAB_NAME)
+    if os.path.isfile(vocab):
+        return vocab
+    preprocessing = _preprocessing_beside(path)
+    return os.path.join(preprocessing, "assets", VOCAB_NAME) if preprocessing else None
+
+
 def read_tfhub_saved_model(path, bert_config_file=None):
     """Reads a TF Hub BERT encoder SavedModel (module docstring) into a Checkpoint under
     google's names; its config is read off the tensors (`bert_config_file` overrides)."""
@@ -220,10 +230,8 @@ def read_tfhub_saved_model(path, bert_config_file=None):
         tensors = {name: merge_heads(name, value, config.hidden_size,
                                      config.num_attention_heads)
                    for name, value in tensors.items()}
-    vocab = os.path.join(path, "assets", VOCAB_NAME)
+    vocab = tfhub_vocab(path)
     preprocessing = _preprocessing_beside(path)
-    if not os.path.isfile(vocab):
-        vocab = os.path.join(preprocessing, "assets", VOCAB_NAME) if preprocessing else None
     if do_lower_case is None and preprocessing:
         do_lower_case = _preprocessing_lower_case(preprocessing)
     return Checkpoint(path, "tfhub", config, tensors, vocab, ignored, do_lower_case)
@@ -412,4 +420,5 @@ def _with_default_length(tf, pack_fn, spec, default):
 
 register_format(CheckpointFormat(
     "tfhub", detect=lambda path: tfhub_dir(path) is not None,
-    read=read_tfhub_saved_model, write=write_tfhub_saved_model, looks_inside=True))
+    read=read_tfhub_saved_model, write=write_tfhub_saved_model, looks_inside=True,
+    vocab=tfhub_vocab))

@@ -20,12 +20,13 @@ import dataclasses
 import json
 import os
 
+from bert_tf.checkpoint_formats.pretraining_run import RUN_COPIES, RUN_SETTINGS
 from bert_tf.files import write_json
 from bert_tf.training_plumbing import is_chief
 
-# What a run's checkpoints were made with, kept as OUTPUT_DIR/RUN_SETTINGS: a resumed run
+# What a run's checkpoints were made with is kept as OUTPUT_DIR/RUN_SETTINGS (a run folder
+# is also a checkpoint: bert_tf/checkpoint_formats/pretraining_run.py): a resumed run
 # must have the same. Flags that say how a run goes, not what it computes, may change.
-RUN_SETTINGS = "pretraining_settings.json"
 RESUME_FREE = ("output_dir", "do_train", "do_eval", "eval_input_file", "eval_batch_size",
                "max_eval_steps", "save_checkpoints_steps", "keep_checkpoints",
                "steps_per_loop", "strategy", "cpu_devices", "tpu", "tpu_zone", "gcp_project",
@@ -40,7 +41,7 @@ RESUME_FREE = ("output_dir", "do_train", "do_eval", "eval_input_file", "eval_bat
 # checkpoints and the scratch folders of multi-worker saves (pretraining/trainer.py),
 # then the model's config, the run's settings, the exported copies and eval results.
 RUN_OUTPUTS = ("train", "train_log.jsonl", "checkpoint", "ckpt-*", ".worker_*",
-               "bert_config.json", RUN_SETTINGS, "google", "hf", "eval_results.txt")
+               "bert_config.json", RUN_SETTINGS, *RUN_COPIES, "eval_results.txt")
 
 
 @dataclasses.dataclass
@@ -55,12 +56,17 @@ class Shards:
 
 
 def find_shards(input_file, eval_input_file, output_dir, do_train, do_eval, max_seq_length,
-                max_predictions_per_seq, skip_corrupt_records=False, masking="static"):
+                max_predictions_per_seq, skip_corrupt_records=False, masking="static",
+                locks=None):
     """The files --input_file and --eval_input_file (default: --input_file) name, less
     what the run writes in `output_dir`, checked before any work: shards that are not
     TFRecord files, cut, damaged, or written for other lengths stop here with one line
     naming the file and byte offset; so do shards without masks under `masking`
-    "static"."""
+    "static". `locks`: a contextlib.ExitStack that takes a reader's lock on each shard
+    set read (bert_tf/output_lock.py) before the shards are checked, held as long as
+    the stack: create_pretraining_data will not rewrite them under the run, and a set
+    being written now stops the run with one line naming its writer."""
+    from bert_tf.output_lock import InputLock, shard_set
     from bert_tf.pretraining.data import check_shards, expand_gfile_patterns
     # What a run writes in --output_dir is never one of its inputs, though a glob such as
     # --input_file='DIR/train*' with --output_dir=DIR matches it once written: without
@@ -68,12 +74,40 @@ def find_shards(input_file, eval_input_file, output_dir, do_train, do_eval, max_
     own = [os.path.join(output_dir, name) for name in RUN_OUTPUTS]
     train_files = expand_gfile_patterns(input_file, skip=own)
     eval_files = expand_gfile_patterns(eval_input_file or input_file, skip=own)
-    damaged = check_shards(
-        sorted(set((train_files if do_train else []) + (eval_files if do_eval else []))),
-        max_seq_length, max_predictions_per_seq, skip_corrupt_records,
-        needs_masks=masking == "static")
+    read = sorted(set((train_files if do_train else []) + (eval_files if do_eval else [])))
+    if locks is not None:
+        for path in sorted({shard_set(p) for p in read if "://" not in p}):
+            locks.enter_context(InputLock(path, "--input_file"))
+    damaged = check_shards(read, max_seq_length, max_predictions_per_seq,
+                           skip_corrupt_records, needs_masks=masking == "static")
     skipped = sum(len(shard.skipped) for shard in damaged.values())
     return Shards(train_files, eval_files, damaged, skipped)
+
+
+def check_vocabulary(shards, vocab_file=None):
+    """ValueError when the shards' summaries (create_pretraining_data's) say they were
+    made with two vocabularies, or with another one than `vocab_file` (compared by
+    content): the ids would be read as other words, by the model and by every
+    checkpoint the run writes with `vocab_file` beside it. Shards without a summary
+    (google's) cannot tell and are taken as they are."""
+    from bert_tf.files import file_sha256
+    from bert_tf.pretraining_data.summary import shard_summaries
+    made = {}
+    for shard, (_, summary) in sorted(shard_summaries(
+            sorted(set(shards.train + shards.eval))).items()):
+        vocab = (summary.get("config") or {}).get("vocab") or {}
+        made.setdefault(vocab.get("sha256"), (shard, vocab.get("path")))
+    if len(made) > 1:
+        (a, vocab_a), (b, vocab_b) = list(made.values())[:2]
+        raise ValueError(f"--input_file: {a} was made with the vocabulary {vocab_a} and {b} "
+                         f"with another one ({vocab_b}; their sha256 differ): a run reads "
+                         f"shards of one vocabulary")
+    if vocab_file and made:
+        (sha, (shard, vocab)), = made.items()
+        if file_sha256(vocab_file) != sha:
+            raise ValueError(f"--vocab_file={vocab_file} is not the vocabulary {shard} was "
+                             f"made with ({vocab}; their sha256 differ): its ids would be "
+                             f"read as other words; pass that vocabulary")
 
 
 def load_config(bert_config_file=None, preset=None):
@@ -84,13 +118,27 @@ def load_config(bert_config_file=None, preset=None):
         else BertConfig.preset(preset)
 
 
+# Bytes from each end of a shard that its fingerprint reads (files.fingerprint).
+SHARD_SAMPLE = 64 << 10
+
+
 def run_settings(flags, config, train_files):
     """The settings a resumed run must share with the run that wrote the checkpoints: the
     model (bert_config), every flag not in RESUME_FREE (shapes, batch, schedule,
     optimizer, precision, seed, shuffling) and the training shards it streams, as JSON
-    values. `flags`: the run's flag values by name."""
+    values: their paths, what they are (size and the sha256 of their ends: a set
+    written anew under the same names is another input) and, where
+    create_pretraining_data's summary says, what they were made with. `flags`: the
+    run's flag values by name."""
+    from bert_tf.files import fingerprint
+    from bert_tf.pretraining_data.summary import made_with, shard_summaries
     values = {k: v for k, v in sorted(flags.items()) if k not in RESUME_FREE}
     values["input_file"] = [os.path.abspath(f) for f in train_files]
+    values["input_fingerprints"] = [
+        None if "://" in f else fingerprint(f, SHARD_SAMPLE) for f in train_files]
+    values["shards_made_with"] = {
+        os.path.abspath(path): made_with(summary)
+        for path, summary in shard_summaries(train_files).values()}
     values["bert_config"] = dataclasses.asdict(config)
     return json.loads(json.dumps(values))   # as read back from the file
 
@@ -126,9 +174,30 @@ def _differences(theirs, settings, keys):
         elif key == "input_file" and a != b:
             differ.append(f"--input_file: {len(a or [])} shard(s) there, other "
                           f"{len(b or [])} now")
+        elif key == "input_fingerprints" and a != b and \
+                theirs.get("input_file") == settings.get("input_file"):
+            changed = [path for path, x, y in zip(settings["input_file"], a or [], b or [])
+                       if x != y]
+            made = [f"create_pretraining_data {k}: {x!r} there, {y!r} now"
+                    for set_path, old in (theirs.get("shards_made_with") or {}).items()
+                    for k, x, y in _changed(old, (settings.get("shards_made_with") or {})
+                                            .get(set_path, {}))]
+            differ.append(
+                f"--input_file: {changed[0] if changed else 'a shard'}"
+                f"{f' and {len(changed) - 1} more' if len(changed) > 1 else ''} changed "
+                f"since the checkpoints were written"
+                + (f" ({', '.join(made[:2])})" if made else " (written anew)"))
+        elif key == "shards_made_with":
+            continue   # said with input_fingerprints
         elif a != b:
             differ.append(f"--{key}: {a!r} there, {b!r} now")
     return differ
+
+
+def _changed(old, new):
+    """(key, old value, new value) of the keys where two dicts differ."""
+    return [(k, old.get(k), new.get(k)) for k in sorted(set(old) | set(new))
+            if old.get(k) != new.get(k)]
 
 
 def check_resume(output_dir, settings, do_train=True):
@@ -145,6 +214,12 @@ def check_resume(output_dir, settings, do_train=True):
     # Evaluating compares the model alone, and so does a run from before the settings
     # were kept (its record holds only the model).
     differ = _differences(theirs, settings, sorted(theirs) if do_train else ["bert_config"])
+    changed = [d for d in differ if "changed since the checkpoints were written" in d]
+    if changed and len(changed) == len(differ):
+        raise ValueError(
+            f"--output_dir={output_dir} holds checkpoints ({os.path.basename(latest)}) "
+            f"of a run on other shards ({changed[0]}): put back the shards it trains on, "
+            f"or choose another --output_dir")
     if differ:
         raise ValueError(
             f"--output_dir={output_dir} holds checkpoints ({os.path.basename(latest)}) "
@@ -239,7 +314,7 @@ def train_and_export(loop, shards, *, num_train_steps, save_checkpoints_steps,
     except tf.errors.DataLossError as e:  # a record damaged past the first: which?
         raise data_loss_error(e, shards.train) from None
     if is_chief(loop.strategy):
-        for fmt in ("google", "hf"):
+        for fmt in RUN_COPIES:
             out = os.path.join(loop.output_dir, fmt)
             checkpoints.save_checkpoint(loop.model, out, fmt, vocab_file=vocab_file,
                                         overwrite=True)

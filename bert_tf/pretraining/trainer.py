@@ -223,6 +223,8 @@ class PretrainingLoop:
         of this run.
         """
         tf.io.gfile.makedirs(self.output_dir)
+        if is_chief(self.strategy):
+            remove_unfinished_saves(self.output_dir)
         checkpoint = self._checkpoint()
         manager = tf.train.CheckpointManager(
             checkpoint, self._checkpoint_dir(), max_to_keep=self.keep_checkpoints,
@@ -382,6 +384,16 @@ class PretrainingLoop:
     def _cleanup_worker_dir(self):
         if not is_chief(self.strategy):
             tf.io.gfile.rmtree(self._checkpoint_dir())
+
+
+def remove_unfinished_saves(output_dir):
+    """Removes what a save killed midway left in `output_dir`: TensorFlow writes a
+    checkpoint's data as `ckpt-N_temp/` and merges it into ckpt-N's files at the end, so
+    a kill -9 in between leaves that folder, never read, for good. Called by the chief
+    at the start, while it holds the folder's lock (nothing else saves there)."""
+    for path in tf.io.gfile.glob(os.path.join(output_dir, "ckpt-*_temp")):
+        print(f"removing {path} (an unfinished checkpoint save)", flush=True)
+        tf.io.gfile.rmtree(path)
 
 
 def _finite(x):

@@ -34,6 +34,19 @@ def shard_paths(output_file, num_shards):
         outputs[0] + ".summary.json"
 
 
+@contextlib.contextmanager
+def named(path):
+    """An OSError that names no file (a write, flush or fsync that fails on a full disk)
+    raised as one that names the shard `path`: the one line names what could not be
+    written."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename or not e.errno:
+            raise
+        raise OSError(e.errno, os.strerror(e.errno), path) from None
+
+
 class ShardProgress:
     """Progress over input bytes with documents/s and examples/s."""
 
@@ -92,9 +105,10 @@ class ShardWriter:
     def add(self, block, shard, part, stats):
         """Appends a block's part file (then deletes it) to its shard."""
         self._advance_to(shard)
-        if self.file is None:
-            self.file = open(f"{self.shards[shard]}.tmp", "wb")
-        storage.append_file(part, self.file)
+        with named(self.shards[shard]):
+            if self.file is None:
+                self.file = open(f"{self.shards[shard]}.tmp", "wb")
+            storage.append_file(part, self.file)
         os.remove(part)
         stats = collections.Counter(stats)
         stats["input_bytes"] += block.length
@@ -115,7 +129,8 @@ class ShardWriter:
         rerun writes it again from its first block."""
         self.progress.close()
         if self.file is not None:
-            self.file.close()
+            with contextlib.suppress(OSError):   # a full disk: its buffer is dropped
+                self.file.close()
             with contextlib.suppress(OSError):
                 os.remove(self.file.name)
             self.file = None
@@ -135,11 +150,12 @@ class ShardWriter:
         if self.cursor < 0 or self.shards[self.cursor] in self.done:
             return
         path = self.shards[self.cursor]
-        f = self.file if self.file is not None else open(f"{path}.tmp", "wb")
-        f.flush()
-        os.fsync(f.fileno())
-        f.close()
-        os.replace(f"{path}.tmp", path)
+        with named(path):
+            f = self.file if self.file is not None else open(f"{path}.tmp", "wb")
+            f.flush()
+            os.fsync(f.fileno())
+            f.close()
+            os.replace(f"{path}.tmp", path)
         self.entries[path] = {"path": path, "bytes": os.path.getsize(path),
                               "examples": self.counts["examples"], "counts": dict(self.counts)}
         self.file, self.counts = None, collections.Counter()

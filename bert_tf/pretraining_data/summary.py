@@ -6,6 +6,7 @@ refuse a set of shards an earlier run wrote with another --num_shards.
 
 import collections
 import json
+import os
 import sys
 
 from bert_tf.pretraining_data import storage
@@ -82,6 +83,47 @@ def check_no_stale_shards(output_file, summary_path, shards):
             f"{stale[0]}{more} are shards of an earlier run with another --num_shards "
             f"(listed in {summary_path}), which a glob of the new shards would also read; "
             f"delete them or choose another --output_file")
+
+
+def summary_path_of(shard):
+    """Where create_pretraining_data keeps the summary of the set `shard` belongs to:
+    PREFIX.summary.json beside PREFIX-NNNNN-of-NNNNN (or beside the one file PREFIX)."""
+    from bert_tf.output_lock import shard_set
+    return shard_set(shard) + ".summary.json"
+
+
+def shard_summaries(files):
+    """{shard: (summary path, summary)} for the local shards of `files` that a summary
+    of create_pretraining_data lists (in the same folder, by file name: a folder of
+    shards moved as a whole keeps its summary). Shards without one (google's script
+    writes none, and a summary may be deleted) are left out."""
+    found, read = {}, {}
+    for shard in files:
+        if storage.is_url(shard):
+            continue
+        path = summary_path_of(shard)
+        if path not in read:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    read[path] = json.load(f)
+            except (OSError, ValueError):
+                read[path] = None
+        summary = read[path]
+        try:
+            listed = {os.path.basename(str(entry["path"])) for entry in summary["shards"]}
+        except (TypeError, KeyError, AttributeError):
+            continue
+        if os.path.basename(shard) in listed:
+            found[shard] = (path, summary)
+    return found
+
+
+def made_with(summary):
+    """What a shard set's bytes were made with, as a run that reads it records it: the
+    settings create_pretraining_data ran with and its vocabulary's sha256."""
+    config = summary.get("config") or {}
+    return dict(config.get("settings") or {},
+                vocab_sha256=(config.get("vocab") or {}).get("sha256"))
 
 
 def print_summary(summary, summary_path, out=None):

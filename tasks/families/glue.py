@@ -265,6 +265,18 @@ class ClassificationTask(Task):
         if saved["task_name"] != config.task_name:
             raise ValueError(f"{config.output_dir} holds a {saved['task_name']} model, not "
                              f"{config.task_name}")
+        # What the model learned decides its outputs: a flag that says otherwise is
+        # refused, not ignored.
+        trained = "regression" if saved["regression"] else \
+            f"--labels={','.join(saved['labels'])}"
+        if config.regression and not saved["regression"]:
+            raise ValueError(f"--regression: {config.output_dir} holds a classifier "
+                             f"({trained}); drop --regression, or train a regression model")
+        if config.labels is not None and (saved["regression"] or [
+                label.strip() for label in config.labels.split(",")] != saved["labels"]):
+            raise ValueError(f"--labels={config.labels}: {config.output_dir} was trained "
+                             f"with {trained} (in class-id order); drop --labels, or "
+                             f"train anew with them")
         config = self._columns(super().restore(config, saved), saved)
         pair = len(saved["text_inputs"]) == 2
         if config.task_name == "custom" and pair != (config.text_b_column is not None):
@@ -328,6 +340,15 @@ class ClassificationTask(Task):
             raise DataError(f"{config.train_file or config.data_dir}: one label only "
                             f"({self.labels[0]!r}); a classifier needs two or more")
         return train
+
+    def training_files(self, config):
+        if self.glue is None:
+            return super().training_files(config)
+        if self.tfds_dir:
+            return [("--tfds_data_dir", self.tfds_dir)]
+        splits = ["train"] + (self.splits("dev") if config.do_eval else [])
+        return [("--data_dir", glue_split_path(config.data_dir, self.glue, split))
+                for split in splits]
 
     def settings(self, config, train):
         extra = {}

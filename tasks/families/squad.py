@@ -197,6 +197,12 @@ class SquadTask(Task):
     def num_examples(self, features):
         return len(features["token_ids"])
 
+    def training_files(self, config):
+        # The predict file is the validation set too (read_eval).
+        return [("--train_file", config.train_file)] + (
+            [("--predict_file", config.predict_file)]
+            if config.do_eval and config.predict_file else [])
+
     def settings(self, config, train):
         return BertSpanLabeler.settings(
             config.max_seq_length, config.do_lower_case, **{

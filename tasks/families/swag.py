@@ -218,15 +218,24 @@ class SwagTask(Task):
     model_class = BertMultipleChoice
     serving_module = MultipleChoiceModule
 
-    def _read(self, config, split, with_labels=True):
+    def _path(self, config, split):
+        """(flag, path) of a split's CSV: --SPLIT_file, else its file in --data_dir."""
         path = {"train": config.train_file, "dev": config.dev_file,
                 "test": config.test_file}[split]
-        if not path:
-            if not config.data_dir:
-                raise ValueError(f"pass --data_dir or --{split}_file")
-            path = os.path.join(config.data_dir, SPLIT_FILES[split])
-        examples, report = read_swag_csv(path, with_labels, config.bad_rows)
+        if path:
+            return f"--{split}_file", path
+        if not config.data_dir:
+            raise ValueError(f"pass --data_dir or --{split}_file")
+        return "--data_dir", os.path.join(config.data_dir, SPLIT_FILES[split])
+
+    def _read(self, config, split, with_labels=True):
+        examples, report = read_swag_csv(self._path(config, split)[1], with_labels,
+                                         config.bad_rows)
         return finish_report(report, examples)
+
+    def training_files(self, config):
+        return [self._path(config, split)
+                for split in ("train", "dev")[:2 if config.do_eval else 1]]
 
     def text_segments(self, config):
         return 2    # the context, then the start of the sentence and one ending
