@@ -24,7 +24,9 @@ def run(args):
         raise ValueError(f"{args.input_file}: empty (no text to learn from)")
     vocab = build_vocab(files, args.vocab_size, args.do_lower_case, args.output_file,
                         max_unique_chars=args.max_unique_chars,
-                        min_frequency=args.min_frequency)
+                        min_frequency=args.min_frequency,
+                        character_coverage=args.character_coverage,
+                        log=lambda line: print(line, file=sys.stderr))
     print(f"wrote {len(vocab)} tokens to {args.output_file}", file=sys.stderr)
     return vocab
 
@@ -47,12 +49,20 @@ def main(argv=None):
     boolean(parser, "--do_lower_case", default=True,
             help="lower-case, NFD and strip accents like uncased BERT (default "
                  "true; --do_lower_case=false for a cased vocabulary)")
-    parser.add_argument("--max_unique_chars", type=int, default=1000,
-                        help="keep only this many most frequent characters (default 1000)")
+    parser.add_argument("--character_coverage", type=float, default=1.0,
+                        help="keep the most frequent characters that cover this share of "
+                             "the corpus's character occurrences (default 1.0: every "
+                             "character, as long as they leave half of --vocab_size to "
+                             "pieces; SentencePiece's 0.9995 drops the rarest of a CJK "
+                             "corpus); the command prints the [UNK] share it leaves")
+    parser.add_argument("--max_unique_chars", type=int, default=None,
+                        help="keep at most this many characters (default: no limit but "
+                             "the above)")
     parser.add_argument("--min_frequency", type=int, default=2,
                         help="stop when the most frequent pair occurs fewer times (default 2)")
     return run_main(run, parser.parse_args(argv), keras=False,
-                    positive=("vocab_size", "max_unique_chars"), non_negative=("min_frequency",))
+                    positive=("vocab_size", "max_unique_chars", "character_coverage"),
+                    non_negative=("min_frequency",), fractions=("character_coverage",))
 
 
 if __name__ == "__main__":

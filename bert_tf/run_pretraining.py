@@ -44,15 +44,18 @@ def parse_args(argv=None):
               "a released checkpoint's name (bert_tf/registry.py), downloaded once")
     flag("max_seq_length", type=int, default=128)
     flag("max_predictions_per_seq", type=int, default=20)
-    flag("masking", default="static", choices=("static", "dynamic"),
+    flag("masking", default=None, choices=("static", "dynamic"),
          help="static: the shards' masks (google's); dynamic: new masks for every batch "
               "(RoBERTa's; needs --vocab_file), from google-format shards or those "
-              "create_pretraining_data --masking=none writes")
-    flag("next_sentence", default="nsp", choices=("nsp", "sop", "none"),
+              "create_pretraining_data --masking=none writes. Default: what the shards' "
+              "summaries say they were made for (dynamic for --masking=none shards), else "
+              "static")
+    flag("next_sentence", default=None, choices=("nsp", "sop", "none"),
          help="the second task: nsp or sop (a two-way head on the shards' "
               "next_sentence_labels, as create_pretraining_data wrote them) or none (masked "
-              "LM alone, no next-sentence head: shards of create_pretraining_data "
-              "--next_sentence=none)")
+              "LM alone, no next-sentence head). Default: the shards' (their summaries' "
+              "--next_sentence), else nsp; one that contradicts them is refused (none on "
+              "pair shards is allowed: the masked LM alone)")
     flag("masked_lm_prob", type=float, default=0.15,
          help="--masking=dynamic: share of an example's tokens to predict")
     boolean(p, "--do_whole_word_mask", default=False,
@@ -133,6 +136,47 @@ def schedule_length(args):
     return args.num_schedule_steps or args.num_train_steps
 
 
+def resolve_objective(args, made_for):
+    """Sets --next_sentence and --masking where not given from what the shards were made
+    for (`made_for`: pretraining/run.py's shard_objective, None for shards without a
+    summary: nsp and static); ValueError, one line, for a given flag that contradicts
+    the shards (--next_sentence=none on pair shards is the masked LM alone: allowed)."""
+    made = made_for or {}
+    shard = made.get("shard")
+    taken = []
+    for flag, default in (("next_sentence", "nsp"), ("masking", None)):
+        given, theirs = getattr(args, flag), made.get(flag)
+        if given is None:
+            setattr(args, flag, theirs or default)
+            if theirs:
+                taken.append(f"--{flag}={theirs}")
+            continue
+        if theirs is None or given == theirs or (flag, given) == ("next_sentence", "none"):
+            continue
+        if flag == "masking" and given == "dynamic":
+            continue    # new masks over the shards' own: allowed
+        raise ValueError(
+            f"--{flag}={given}: the shards were made for --{flag}={theirs} ({shard}'s "
+            f"summary); drop --{flag} to train for what they hold, or write the shards "
+            f"again with create_pretraining_data --"
+            f"{'masking=none' if given == 'dynamic' else flag}={given}")
+    args.masking = args.masking or "static"
+    if taken:
+        print(f"objective: {' '.join(taken)}, as the shards were made ({shard}'s summary)",
+              flush=True)
+    if args.masking == "dynamic" and not args.vocab_file:
+        raise ValueError(f"--masking=dynamic (the shards' --masking=none, {shard}'s summary) "
+                         f"needs --vocab_file (the ids of [CLS], [SEP], [MASK] and, for "
+                         f"whole words, which tokens are '##' pieces)")
+    if args.masking == "static" and chooses_masks(args.masked_lm_prob,
+                                                  args.do_whole_word_mask,
+                                                  args.max_ngram_size):
+        raise ValueError(
+            "--masked_lm_prob, --do_whole_word_mask and --max_ngram_size choose dynamic "
+            "masks; with --masking=static the shards' masks are used (pass them to "
+            "create_pretraining_data instead)")
+
+
 def masking_spec(args, files=()):
     """The MaskingSpec of --masking=dynamic, or None. Whole words are the shards' marks
     where `files` carry them (Chinese words, create_pretraining_data
@@ -181,6 +225,7 @@ def _run(args, locks):
         args.max_seq_length, args.max_predictions_per_seq, args.skip_corrupt_records,
         args.masking, locks=locks)
     pretraining.check_vocabulary(shards, args.vocab_file)
+    resolve_objective(args, shards.made_for)
     masking = masking_spec(args, sorted(set(
         (shards.train if args.do_train else []) + (shards.eval if args.do_eval else []))))
     config = pretraining.load_config(args.bert_config_file, args.preset)

@@ -1,4 +1,4 @@
-"""Quiet TensorFlow start-up, unless the user set TF_CPP_MIN_LOG_LEVEL.
+"""Quiet TensorFlow start-up, unless the user set TF_CPP_MIN_LOG_LEVEL=0.
 
 `import tensorflow` loads two shared libraries, and each writes its start-up lines to
 file descriptor 2 from C++ static initialisers ("All log messages before
@@ -8,8 +8,9 @@ cuInit", and with oneDNN's kernels on the first int64 Transpose in a graph adds 
 once-per-process "oneDNN supports DT_INT64 only on platforms with AVX-512" notice. None
 of it is actionable, and every command printed it twice.
 
-`install()` (called by `import bert_tf`) sets TF_CPP_MIN_LOG_LEVEL=2 (TensorFlow's C++
-warnings and info off, errors kept) and puts a one-shot import hook in front of the
+`install()` (called by `import bert_tf`) sets TF_CPP_MIN_LOG_LEVEL=2 where the user set
+no level (TensorFlow's C++ warnings and info off, errors kept; a level the user set is
+kept, and 0 turns all of this off) and puts a one-shot import hook in front of the
 `tensorflow` package: its first import runs with descriptor 2 pointed at /dev/null, and
 where no NVIDIA driver exists the device probe runs there too. Python exceptions raised by
 the import are unaffected (they are objects, printed after the descriptor is restored).
@@ -108,10 +109,12 @@ class _stderr_to_devnull:
 
 
 def install():
-    """Quiet TensorFlow's start-up lines unless TF_CPP_MIN_LOG_LEVEL is already set (or
-    tensorflow is already imported)."""
-    if "TF_CPP_MIN_LOG_LEVEL" in os.environ or "tensorflow" in sys.modules:
+    """Quiet TensorFlow's start-up lines unless TF_CPP_MIN_LOG_LEVEL=0 asks for every
+    line (or tensorflow is already imported). A level the user set is kept (2 where none
+    is): the start-up lines ignore it, so they are muted at every level but 0."""
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "").strip() == "0" or \
+            "tensorflow" in sys.modules:
         return
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if not any(isinstance(f, _QuietTensorFlowImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _QuietTensorFlowImport())

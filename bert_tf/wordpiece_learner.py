@@ -96,29 +96,64 @@ def count_words(files, do_lower_case=True, batch_lines=8192, progress=True):
     return collections.Counter({w.decode("utf-8"): c for w, c in counts.items()})
 
 
-def learn_wordpiece(word_counts, vocab_size, reserved_tokens=SPECIAL_TOKENS,
-                    max_unique_chars=1000, min_frequency=2, max_chars_per_word=MAX_CHARS_PER_WORD,
-                    progress=True):
-    """{word: count} -> vocabulary (list of tokens), at most vocab_size long.
-
-    The alphabet is the max_unique_chars most frequent characters (ties alphabetical); words
-    with other characters, or longer than max_chars_per_word (the tokenizer makes them
-    [UNK] anyway), are not learned from. Merging stops at vocab_size tokens or when the most
-    frequent pair occurs fewer than min_frequency times.
-    """
+def choose_alphabet(word_counts, vocab_size, reserved=len(SPECIAL_TOKENS),
+                    max_unique_chars=None, character_coverage=1.0):
+    """The characters a vocabulary keeps (each with and without '##'): the most frequent
+    ones (ties alphabetical) that cover `character_coverage` of the corpus's character
+    occurrences (1.0: every character; SentencePiece's 0.9995 drops the rarest), at most
+    `max_unique_chars`. When they do not all fit in `vocab_size`, the most frequent that
+    fill half of it (the other half for learned pieces): a Chinese corpus of a few MB
+    has ~5,000 characters, which fit in bert-base's 30,522 but not in 8,000, where the
+    rarest give way (the caller says so). Returns (alphabet, share of the occurrences it
+    covers, how many characters the corpus has)."""
     char_counts = collections.Counter()
     for word, count in word_counts.items():
         for ch in word:
             char_counts[ch] += count
     ranked = sorted(char_counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    alphabet = {ch for ch, _ in ranked[:max_unique_chars]}
+    total = sum(char_counts.values()) or 1
+    keep, covered = 0, 0
+    for _, count in ranked:
+        if covered >= character_coverage * total:
+            break
+        keep, covered = keep + 1, covered + count
+    keep = min(keep, max_unique_chars or keep)
+    if reserved + 2 * keep > vocab_size:
+        keep = (vocab_size // 2 - reserved) // 2
+        if keep < 1:
+            raise ValueError(f"vocab_size {vocab_size} is too small for the {reserved} "
+                             f"reserved tokens and a character (x2 with '##'); raise "
+                             f"--vocab_size")
+    alphabet = {ch for ch, _ in ranked[:keep]}
+    return alphabet, sum(c for _, c in ranked[:keep]) / total, len(ranked)
+
+
+def unknown_share(word_counts, vocab, max_chars_per_word=MAX_CHARS_PER_WORD):
+    """(share of the corpus's word occurrences the vocabulary makes [UNK], distinct such
+    words): a word with a character it lacks, or longer than the tokenizer's limit (it
+    holds every kept character with and without '##', so any other word splits)."""
+    chars = {t for t in vocab if len(t) == 1}
+    unknown = {w: c for w, c in word_counts.items()
+               if len(w) > max_chars_per_word or any(ch not in chars for ch in w)}
+    return sum(unknown.values()) / max(1, sum(word_counts.values())), len(unknown)
+
+
+def learn_wordpiece(word_counts, vocab_size, reserved_tokens=SPECIAL_TOKENS,
+                    max_unique_chars=None, min_frequency=2, max_chars_per_word=MAX_CHARS_PER_WORD,
+                    progress=True, character_coverage=1.0):
+    """{word: count} -> vocabulary (list of tokens), at most vocab_size long.
+
+    The alphabet is `choose_alphabet`'s (by default every character of the corpus that
+    fits in half the vocabulary); words with other characters, or longer than
+    max_chars_per_word (the tokenizer makes them [UNK] anyway), are not learned from.
+    Merging stops at vocab_size tokens or when the most frequent pair occurs fewer than
+    min_frequency times.
+    """
+    alphabet, _, _ = choose_alphabet(word_counts, vocab_size, len(reserved_tokens),
+                                     max_unique_chars, character_coverage)
 
     vocab = list(reserved_tokens)
     vocab += sorted(alphabet) + sorted(CONTINUATION_PREFIX + ch for ch in alphabet)
-    if len(vocab) > vocab_size:
-        raise ValueError(f"vocab_size {vocab_size} is too small for the {len(reserved_tokens)} "
-                         f"reserved tokens and {len(alphabet)} characters (x2 with '##'); "
-                         f"raise --vocab_size or lower --max_unique_chars")
     known = set(vocab)
 
     # words[i]: current pieces of the i-th distinct word; counts[i]: its frequency.
@@ -185,11 +220,13 @@ def learn_wordpiece(word_counts, vocab_size, reserved_tokens=SPECIAL_TOKENS,
 
 
 def build_vocab(files, vocab_size, do_lower_case=True, output_file=None,
-                max_unique_chars=1000, min_frequency=2, progress=True):
+                max_unique_chars=None, min_frequency=2, progress=True,
+                character_coverage=1.0, log=None):
     """Text files -> vocabulary list; written to output_file (one token per line) if given.
 
     files: a list of paths, or a string of comma-separated paths/globs. Raises ValueError
-    (one line) for a missing or empty input.
+    (one line) for a missing or empty input. `log`: a function given a line on what the
+    vocabulary leaves out (characters, the corpus's [UNK] share).
     """
     if isinstance(files, str):
         files = expand_files(files)
@@ -200,9 +237,18 @@ def build_vocab(files, vocab_size, do_lower_case=True, output_file=None,
     if not counts:
         raise ValueError(f"no words in the input: {', '.join(files)}")
     vocab = learn_wordpiece(counts, vocab_size, max_unique_chars=max_unique_chars,
-                            min_frequency=min_frequency, progress=progress)
+                            min_frequency=min_frequency, progress=progress,
+                            character_coverage=character_coverage)
     if output_file:
         write_vocab(vocab, output_file)
+    if log is not None:     # once written: a failed write is the command's one line
+        _, covered, distinct = choose_alphabet(counts, vocab_size, len(SPECIAL_TOKENS),
+                                               max_unique_chars, character_coverage)
+        kept = sum(1 for t in vocab if len(t) == 1)
+        share, words = unknown_share(counts, vocab)
+        log(f"characters: {kept:,} of the corpus's {distinct:,} ({100 * covered:.3f}% of "
+            f"its character occurrences); [UNK]: {100 * share:.3f}% of its words "
+            f"({words:,} distinct)")
     return vocab
 
 

@@ -30,6 +30,14 @@ RESUME_FREE = ("output_dir", "do_eval", "do_predict", "eval_batch_size", "predic
                "save_checkpoints_steps", "strategy", "cpu_devices", "tpu", "jit_compile")
 
 
+# The settings a refused resume names first (the model, what it reads, the sequences,
+# the labels), then the other flags in name order, then the step plan they derive.
+MOST_IMPORTANT = ("init_checkpoint", "bert_config_file", "vocab_file", "do_lower_case",
+                  "max_seq_length", "task_name", "labels", "regression", "train_file",
+                  "data_dir", "train_batch_size", "learning_rate", "num_train_epochs")
+DERIVED = ("steps_per_epoch", "epochs")
+
+
 def resume_settings(config, steps_per_epoch, epochs, data=None):
     """What a resumable state must match to be resumed: the training config's fields
     (all but RESUME_FREE), the step plan and `data`, what the run learns from by
@@ -113,13 +121,17 @@ def check_resume_state(output_dir, settings):
         raise ValueError(f"{path} is the resumable state of a run on other data: {changed}; "
                          f"resuming would train on a mixture: put the file back as it was, "
                          f"or delete {resume_dir} to start over")
-    differ = [k for k in sorted(set(theirs) | set(settings))
-              if k != "data" and theirs.get(k) != settings.get(k)]
+    differ = sorted((k for k in set(theirs) | set(settings)
+                     if k != "data" and theirs.get(k) != settings.get(k)),
+                    key=lambda k: (k in DERIVED, k not in MOST_IMPORTANT,
+                                   MOST_IMPORTANT.index(k) if k in MOST_IMPORTANT else 0, k))
     if differ:
         shown = "; ".join(f"{k}: {theirs.get(k)!r} there, {settings.get(k)!r} now"
                           for k in differ[:3])
+        rest = f"; also {len(differ) - 3} more: {', '.join(differ[3:])}" \
+            if len(differ) > 3 else ""
         raise ValueError(f"{path} is the resumable state of a run with other settings "
-                         f"({shown}): run that command again to resume it, or delete "
+                         f"({shown}{rest}): run that command again to resume it, or delete "
                          f"{resume_dir} to start over")
     return path, state
 

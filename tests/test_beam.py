@@ -5,6 +5,7 @@ masking; inputs, vocabulary and shards at URLs (Beam's file systems: gs:// on Da
 give the same bytes; bad input is the local engine's one line, and a refused run leaves no
 file."""
 
+import glob
 import json
 import os
 import shutil
@@ -77,10 +78,11 @@ def assert_same_shards(folder, local_folder):
 
 
 def test_beam_writes_the_local_engines_bytes_and_summary(corpus_files, minilm_dir, local_run,
-                                                         tmp_path):
+                                                         tmp_path, capsys):
     vocab = os.path.join(minilm_dir, "vocab.txt")
     local_folder, local = local_run
     beam = run(corpus_files, vocab, tmp_path / "beam" / "train", *BEAM)
+    assert "log" not in capsys.readouterr().out      # Beam's log is named only if kept
     assert_same_shards(tmp_path / "beam", local_folder)
     assert comparable(beam) == comparable(local)
     with open(tmp_path / "beam" / "train.summary.json", encoding="utf-8") as f:
@@ -176,3 +178,85 @@ def test_an_unknown_flag_after_ours_is_refused(minilm_dir, tmp_path, capsys):
         "error: --direct_num_worker: not a flag of create_pretraining_data, nor one of "
         "Apache Beam's pipeline options"]
     assert sorted(os.listdir(tmp_path)) == ["in.txt"]
+
+
+def _beam_workers():
+    """Pids of Beam's SDK worker processes on this machine."""
+    found = []
+    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            with open(cmdline, "rb") as f:
+                if b"sdk_worker_main" in f.read():
+                    found.append(int(cmdline.split("/")[2]))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGKILL"])
+def test_beam_stopped_or_killed_resumes_and_leaves_nothing(how, corpus_files, minilm_dir,
+                                                           local_run, tmp_path):
+    """SIGTERM or Ctrl-C while the pipeline runs: one line, exit status 1, the part files,
+    the lock and Beam's temporary files (in TMPDIR) gone. kill -9 once shards are being
+    written: the rerun keeps those that are complete (their entries say they were made
+    with this config) and ends with the local engine's bytes; the killed run's own
+    temporary folder goes at the next run."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    vocab = os.path.join(minilm_dir, "vocab.txt")
+    local_folder, _ = local_run
+    out, tmp = tmp_path / "beam", tmp_path / "tmp"
+    tmp.mkdir()
+    argv = [f"--input_file={','.join(corpus_files)}", f"--output_file={out / 'train'}",
+            f"--vocab_file={vocab}", "--num_shards=3", "--block_size_kb=48",
+            "--dupe_factor=2", "--do_whole_word_mask", "--max_ngram_size=3", "--quiet",
+            *BEAM]
+    env = dict(os.environ, TMPDIR=str(tmp),
+               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.Popen([sys.executable, "-m", "bert_tf.create_pretraining_data",
+                             *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    # SIGTERM / SIGINT while blocks run; kill -9 once a shard is complete.
+    ready = (lambda names: any(".tmp-part" in n for n in names)) if how != "SIGKILL" else \
+        (lambda names: any(n.endswith("-of-00003") for n in names))
+    deadline = time.time() + 300
+    while proc.poll() is None and time.time() < deadline and \
+            not ready(os.listdir(out) if out.exists() else []):
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before it could be stopped"
+    complete = sorted(n for n in os.listdir(out) if n.endswith("-of-00003"))
+    proc.send_signal(getattr(signal, how))
+    _, err = proc.communicate(timeout=120)
+    if how == "SIGKILL":
+        deadline = time.time() + 60
+        while _beam_workers() and time.time() < deadline:   # orphans end with their
+            time.sleep(0.2)                                  # parent's channel
+        assert [n for n in os.listdir(tmp) if n.startswith("create_pretraining_data-beam-")]
+    else:
+        assert proc.returncode == 1
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {how}: stopped; ") and \
+            lines[0].endswith("of 3 shard(s) complete, run the same command again to "
+                              "resume"), err
+        left = os.listdir(out) if out.exists() else []
+        assert not [n for n in left if ".tmp" in n or n.endswith(".lock")], left
+        assert os.listdir(tmp) == []
+    env_tmp = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(tmp)
+    try:
+        import tempfile
+        tempfile.tempdir = None
+        summary = cpd.main(argv)
+    finally:
+        if env_tmp is None:
+            os.environ.pop("TMPDIR")
+        else:
+            os.environ["TMPDIR"] = env_tmp
+        tempfile.tempdir = None
+    if how == "SIGKILL":
+        assert summary["skipped_shards"] >= len(complete) >= 1
+    assert_same_shards(out, local_folder)
+    assert os.listdir(tmp) == []

@@ -8,7 +8,8 @@ import pytest
 
 FLAGS = {
     "bert_tf.build_vocab": """
-        do_lower_case input_file max_unique_chars min_frequency output_file vocab_size""",
+        character_coverage do_lower_case input_file max_unique_chars min_frequency output_file
+        vocab_size""",
     "bert_tf.convert_checkpoint": """
         bert_config_file input input_format output output_format overwrite vocab_file""",
     "bert_tf.corpus": """

@@ -582,16 +582,19 @@ def test_sop_shards_and_summary(small_corpus, vocab_file, tmp_path, capsys):
 
 def test_full_sentences_are_contiguous_whole_sentences_across_documents():
     """--next_sentence=none (RoBERTa's FULL-SENTENCES): each instance is whole
-    consecutive sentences, read on across documents' ends with a [SEP] at each; the
-    chunks of a pass tile the block's tokens in order; chunks reach the target (with
-    their [SEP]s) unless the block ends; no label is set."""
+    consecutive sentences, read on across documents' ends with a [SEP] at each; a
+    sentence that does not fit starts the next instance, one longer than the target is
+    split; the chunks of a pass tile the block's tokens in order, so every token is in
+    one instance per pass and nothing is cut; no label is set."""
     starts, doc_bounds = random_documents()
+    # Two sentences longer than the 62-token target, to be split.
+    lengths = np.diff(starts)
+    lengths[[100, 2000]] = [150, 70]
+    starts = np.concatenate([[0], np.cumsum(lengths)]).tolist()
     inst = instances.create_instances(starts, doc_bounds, 2, 64, 0.0, random.Random(5),
                                       next_sentence="none")
     assert not inst["random_next"].any() and (inst["b_len"] == 0).all()
     start, end = inst["a_start"], inst["a_start"] + inst["a_len"]
-    sentence_starts = set(starts)
-    assert all(s in sentence_starts for s in start) and all(e in sentence_starts for e in end)
     # Two passes, each tiling all tokens in order.
     per_pass = len(start) // 2
     assert end[per_pass - 1] == starts[-1] == end[-1] and start[per_pass] == 0
@@ -600,16 +603,24 @@ def test_full_sentences_are_contiguous_whole_sentences_across_documents():
     seps = instances.separators(start, inst["a_len"], doc_starts)
     assert seps.max() >= 3                                     # several documents
     assert seps[0] == sum(1 for d in doc_starts if start[0] < d < end[0])
-    # Every chunk but a pass's last reaches the 62 tokens with its [SEP]s (61 where it
-    # ends at a document's end: that [SEP] is the final one).
-    full = inst["a_len"] + seps >= 61
-    assert full.sum() >= len(full) - 2
-    # Truncation: 62 with the [SEP]s, cut from the front or back.
-    cut = instances.truncate_full_sentences(inst, 64, np.random.default_rng(0), doc_starts)
-    assert cut > 0
-    length = inst["a_len"] + instances.separators(inst["a_start"], inst["a_len"],
-                                                  doc_starts)
-    assert (length <= 62).all() and (length >= 60).mean() > 0.9
+    length = inst["a_len"] + seps
+    assert (length <= 62).all()
+    # Whole sentences, except the long ones' pieces (62 tokens, then the rest).
+    sentence_starts = set(starts)
+    inside = [i for i, e in enumerate(end) if e not in sentence_starts]
+    assert len(inside) == 2 * 3 and (length[inside] == 62).all()   # 150 = 62+62+26; 70
+    assert all(s in sentence_starts for i, s in enumerate(start) if i - 1 not in inside)
+    # Greedy: the next sentence (after a [SEP] where a document ends) did not fit.
+    boundaries = np.array(starts)
+    doc_ends = set(doc_starts.tolist())
+    for i in range(per_pass - 1):
+        if i in inside:
+            continue
+        following = boundaries[np.searchsorted(boundaries, end[i], "right")] - end[i]
+        assert length[i] + following + (end[i] in doc_ends) > 62, i
+    # Nothing to truncate.
+    assert instances.truncate_full_sentences(inst, 64, np.random.default_rng(0),
+                                             doc_starts) == 0
     # Packed: [CLS], the tokens with a [SEP] before every document start inside, [SEP].
     tokens = np.arange(starts[-1], dtype=np.int32) + 1000
     ids, segments, mask, text, n = masking.pack_full_sentences(
@@ -631,7 +642,7 @@ def test_full_sentences_are_contiguous_whole_sentences_across_documents():
 
 def test_full_sentences_shards(small_corpus, vocab_file, tmp_path):
     """Shards of --next_sentence=none: [CLS] ... [SEP] with a [SEP] at each document
-    start inside, segment ids 0, labels 0, nearly every example full."""
+    start inside, segment ids 0, labels 0, every token kept."""
     out = str(tmp_path / "none.tfrecord")
     summary = run_cli("--input_file", small_corpus, "--output_file", out, "--vocab_file",
                       vocab_file, "--next_sentence", "none", "--dupe_factor", 1,
@@ -645,7 +656,10 @@ def test_full_sentences_shards(small_corpus, vocab_file, tmp_path):
     assert (ids[np.arange(len(ids)), n - 1] == vocab["[SEP]"]).all()
     seps = (ids == vocab["[SEP]"]).sum(axis=1)
     assert seps.min() == 1 and seps.max() >= 3
-    assert (n == SEQ).mean() > 0.8                    # packed full
+    # Whole sentences packed up to the length: full but for the sentence that did not
+    # fit (or a short target); every token of the text in an example, none cut.
+    assert n.mean() > 0.8 * SEQ
+    assert summary["kept_token_share"] == 1.0 and summary["truncated_share"] == 0.0
     positions = ex["masked_lm_positions"][ex["masked_lm_weights"] > 0]
     assert (positions > 0).all()
     assert summary["config"]["settings"]["next_sentence"] == "none"

@@ -207,16 +207,37 @@ def test_run_pretraining_dynamic_on_unmasked_shards(unmasked_shards, tmp_path, c
     path, vocab = unmasked_shards
     base = [f"--input_file={path}", "--preset=tiny", "--max_seq_length=64",
             "--max_predictions_per_seq=10", "--do_train"]
-    # Static masking reads the shards' masks: there are none, so it stops before any work.
+    # Static masking reads the shards' masks: there are none, so it stops before any work,
+    # named by the shards' summary, or without one by their first record.
     out = tmp_path / "static"
+    with pytest.raises(SystemExit) as e:
+        run_pretraining.main(base + [f"--output_dir={out}", "--num_train_steps=2",
+                                     "--masking=static"])
+    assert e.value.code == 1 and not out.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"error: --masking=static: the shards were made for "
+                       f"--masking=dynamic ({path}'s summary); drop --masking to train for "
+                       f"what they hold, or write the shards again with "
+                       f"create_pretraining_data --masking=static")
+    # Without --masking the summary's choice is taken, and it needs the vocabulary.
     with pytest.raises(SystemExit) as e:
         run_pretraining.main(base + [f"--output_dir={out}", "--num_train_steps=2"])
     assert e.value.code == 1 and not out.exists()
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == (f"error: {path}: the record at byte 0 has no masked-LM predictions "
-                       f"(all masked_lm_weights are 0, as create_pretraining_data "
-                       f"--masking=none writes); pretrain from these shards with "
-                       f"--masking=dynamic")
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --masking=dynamic (the shards' --masking=none, {path}'s summary) needs "
+        f"--vocab_file (the ids of [CLS], [SEP], [MASK] and, for whole words, which "
+        f"tokens are '##' pieces)")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    import shutil
+    shutil.copy(path, bare / "shard.tfrecord")        # the shards alone: no summary
+    with pytest.raises(SystemExit) as e:
+        run_pretraining.main([f"--input_file={bare / 'shard.tfrecord'}"] + base[1:] +
+                             [f"--output_dir={out}", "--num_train_steps=2"])
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: {bare / 'shard.tfrecord'}: the record at byte 0 has no masked-LM "
+        f"predictions (all masked_lm_weights are 0, as create_pretraining_data "
+        f"--masking=none writes); pretrain from these shards with --masking=dynamic")
     with pytest.raises(SystemExit) as e:
         run_pretraining.main(base + [f"--output_dir={out}", "--masking=dynamic"])
     assert e.value.code == 2 and "--masking=dynamic needs --vocab_file" in \

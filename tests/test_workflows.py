@@ -232,6 +232,26 @@ def test_a_resume_with_other_settings_is_refused_untouched(finished_run, tiny_sh
     assert "Traceback" not in line
 
 
+def test_a_refused_resume_names_what_matters_first(finished_run, tmp_path, capsys):
+    """Phase 2's command (longer sequences, its own shards, another schedule) aimed at
+    phase 1's folder: the line names the sequence length first, then the rest by
+    importance, and every other differing flag by name."""
+    from bert_tf import run_pretraining
+    longer = write_pretraining_shards(str(tmp_path / "long"), num_files=1,
+                                      examples_per_file=8, seq_length=64, predictions=10,
+                                      vocab_size=100)
+    argv = _pretraining_argv(longer, finished_run, "--learning_rate=1e-3", "--seed=7")
+    argv = [a for a in argv if not a.startswith(("--max_seq_length", "--max_pred",
+                                                 "--num_train_steps"))]
+    refused(run_pretraining.main, argv + ["--max_seq_length=64",
+                                          "--max_predictions_per_seq=10",
+                                          "--num_train_steps=6"], capsys,
+            ["of a run with other settings (--max_seq_length: 32 there, 64 now; "
+             "--max_predictions_per_seq: 5 there, 10 now; --input_file: 1 shard(s) there, "
+             "other 1 now; also 3 more: --learning_rate, --num_train_steps, --seed)"],
+            finished_run)
+
+
 def test_a_resume_with_other_run_flags_goes_on(finished_run, tiny_shards, capsys):
     """Flags that say how a run goes (here: the loop size, checkpoint spacing, eval) may
     change: the run resumes and, being done, only evaluates."""

@@ -53,6 +53,7 @@ class Shards:
     eval: list
     damaged: dict
     skipped: int
+    made_for: dict = None     # shard_objective's: what the shards' summaries say
 
 
 def find_shards(input_file, eval_input_file, output_dir, do_train, do_eval, max_seq_length,
@@ -78,10 +79,39 @@ def find_shards(input_file, eval_input_file, output_dir, do_train, do_eval, max_
     if locks is not None:
         for path in sorted({shard_set(p) for p in read if "://" not in p}):
             locks.enter_context(InputLock(path, "--input_file"))
+    made_for = shard_objective(read)
+    # Shards whose summary says they hold no masks are refused by the objective's check
+    # (the command's), in words of the summary; the others by their first record.
+    needs_masks = (masking or "static") == "static" and \
+        made_for.get("masking", "static") == "static"
     damaged = check_shards(read, max_seq_length, max_predictions_per_seq,
-                           skip_corrupt_records, needs_masks=masking == "static")
+                           skip_corrupt_records, needs_masks=needs_masks)
     skipped = sum(len(shard.skipped) for shard in damaged.values())
-    return Shards(train_files, eval_files, damaged, skipped)
+    return Shards(train_files, eval_files, damaged, skipped, made_for)
+
+
+def shard_objective(files):
+    """What the shards were made for, as run_pretraining's flags: {"next_sentence": nsp,
+    sop or none, "masking": static, or dynamic for shards written without masks,
+    "shard": one of them}, from create_pretraining_data's summaries; {} when none has
+    one (google's shards). ValueError when two sets of the glob were made for different
+    objectives."""
+    from bert_tf.pretraining_data.summary import shard_summaries
+    found = {}
+    for shard, (_, summary) in sorted(shard_summaries(files).items()):
+        settings = (summary.get("config") or {}).get("settings") or {}
+        made = (settings.get("next_sentence", "nsp"),
+                "dynamic" if settings.get("masking") == "none" else "static")
+        found.setdefault(made, shard)
+    if len(found) > 1:
+        (a, shard_a), (b, shard_b) = list(found.items())[:2]
+        raise ValueError(f"--input_file: {shard_a} was made for --next_sentence={a[0]} "
+                         f"--masking={a[1]} and {shard_b} for --next_sentence={b[0]} "
+                         f"--masking={b[1]}; a run reads shards of one kind")
+    if not found:
+        return {}
+    ((next_sentence, masking), shard), = found.items()
+    return {"next_sentence": next_sentence, "masking": masking, "shard": shard}
 
 
 def check_vocabulary(shards, vocab_file=None):
@@ -162,36 +192,59 @@ def _recorded_settings(output_dir):
     return None
 
 
+# The settings a refused resume names first: what decides the model and its data, then
+# what decides the training, then the rest (in name order).
+MOST_IMPORTANT = ("bert_config", "max_seq_length", "max_predictions_per_seq",
+                  "next_sentence", "masking", "masked_lm_prob", "do_whole_word_mask",
+                  "max_ngram_size", "input_file", "input_fingerprints", "train_batch_size",
+                  "gradient_accumulation_steps", "optimizer", "learning_rate",
+                  "num_train_steps", "num_schedule_steps", "num_warmup_steps", "start_step",
+                  "mixed_precision", "seed", "shuffle_buffer")
+
+
+def _importance(key):
+    return (MOST_IMPORTANT.index(key), "") if key in MOST_IMPORTANT else \
+        (len(MOST_IMPORTANT), key)
+
+
 def _differences(theirs, settings, keys):
+    """[(flag name, "what differs")] of `keys`, the most important first."""
     differ = []
-    for key in keys:
+    for key in sorted(keys, key=_importance):
         a, b = theirs.get(key), settings.get(key)
-        if key == "bert_config" and a != b:
-            fields = sorted(k for k in set(a or {}) | set(b or {})
-                            if (a or {}).get(k) != (b or {}).get(k))
-            differ += [f"bert_config {k}: {(a or {}).get(k)!r} there, {(b or {}).get(k)!r} now"
-                       for k in fields]
-        elif key == "input_file" and a != b:
-            differ.append(f"--input_file: {len(a or [])} shard(s) there, other "
-                          f"{len(b or [])} now")
-        elif key == "input_fingerprints" and a != b and \
-                theirs.get("input_file") == settings.get("input_file"):
-            changed = [path for path, x, y in zip(settings["input_file"], a or [], b or [])
-                       if x != y]
-            made = [f"create_pretraining_data {k}: {x!r} there, {y!r} now"
-                    for set_path, old in (theirs.get("shards_made_with") or {}).items()
-                    for k, x, y in _changed(old, (settings.get("shards_made_with") or {})
-                                            .get(set_path, {}))]
-            differ.append(
-                f"--input_file: {changed[0] if changed else 'a shard'}"
-                f"{f' and {len(changed) - 1} more' if len(changed) > 1 else ''} changed "
-                f"since the checkpoints were written"
-                + (f" ({', '.join(made[:2])})" if made else " (written anew)"))
-        elif key == "shards_made_with":
-            continue   # said with input_fingerprints
-        elif a != b:
-            differ.append(f"--{key}: {a!r} there, {b!r} now")
+        if a == b or key == "shards_made_with":     # the latter: said with the shards
+            continue
+        if key == "bert_config":
+            differ += [(f"bert_config {k}", f"bert_config {k}: {(a or {}).get(k)!r} there, "
+                                            f"{(b or {}).get(k)!r} now")
+                       for k in sorted(set(a or {}) | set(b or {}))
+                       if (a or {}).get(k) != (b or {}).get(k)]
+        elif key == "input_file":
+            differ.append(("--input_file", f"--input_file: {len(a or [])} shard(s) there, "
+                                           f"other {len(b or [])} now"))
+        elif key == "input_fingerprints":
+            if theirs.get("input_file") == settings.get("input_file"):
+                differ.append(("--input_file", _shards_changed(theirs, settings)))
+        else:
+            differ.append((f"--{key}", f"--{key}: {a!r} there, {b!r} now"))
     return differ
+
+
+def _shards_changed(theirs, settings):
+    """The line part that says which shards changed and, where their summaries tell,
+    which create_pretraining_data setting made them differ."""
+    changed = [path for path, x, y in zip(settings["input_file"],
+                                          theirs.get("input_fingerprints") or [],
+                                          settings.get("input_fingerprints") or [])
+               if x != y]
+    made = [f"create_pretraining_data {k}: {x!r} there, {y!r} now"
+            for set_path, old in (theirs.get("shards_made_with") or {}).items()
+            for k, x, y in _changed(old, (settings.get("shards_made_with") or {})
+                                    .get(set_path, {}))]
+    return (f"--input_file: {changed[0] if changed else 'a shard'}"
+            f"{f' and {len(changed) - 1} more' if len(changed) > 1 else ''} changed since "
+            f"the checkpoints were written"
+            + (f" ({', '.join(made[:2])})" if made else " (written anew)"))
 
 
 def _changed(old, new):
@@ -213,19 +266,22 @@ def check_resume(output_dir, settings, do_train=True):
         return
     # Evaluating compares the model alone, and so does a run from before the settings
     # were kept (its record holds only the model).
-    differ = _differences(theirs, settings, sorted(theirs) if do_train else ["bert_config"])
-    changed = [d for d in differ if "changed since the checkpoints were written" in d]
+    differ = _differences(theirs, settings, list(theirs) if do_train else ["bert_config"])
+    changed = [text for _, text in differ
+               if "changed since the checkpoints were written" in text]
     if changed and len(changed) == len(differ):
         raise ValueError(
             f"--output_dir={output_dir} holds checkpoints ({os.path.basename(latest)}) "
             f"of a run on other shards ({changed[0]}): put back the shards it trains on, "
             f"or choose another --output_dir")
     if differ:
+        # The three that matter most in full, and the name of every other one.
+        rest = [name for name, _ in differ[3:]]
         raise ValueError(
             f"--output_dir={output_dir} holds checkpoints ({os.path.basename(latest)}) "
-            f"of a run with other settings ({'; '.join(differ[:3])}"
-            f"{f'; {len(differ) - 3} more' if len(differ) > 3 else ''}): run that command "
-            f"again to resume it, or choose another --output_dir")
+            f"of a run with other settings ({'; '.join(text for _, text in differ[:3])}"
+            f"{f'; also {len(rest)} more: ' + ', '.join(rest) if rest else ''}): run "
+            f"that command again to resume it, or choose another --output_dir")
 
 
 def write_run_settings(output_dir, settings):

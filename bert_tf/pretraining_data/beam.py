@@ -19,17 +19,22 @@ worker reaches through Beam's file systems (`gs://` on Dataflow).
 """
 
 import collections
+import contextlib
+import glob
 import json
 import logging
 import os
 import re
+import shutil
+import signal
 import sys
 import tempfile
 import time
 
 from bert_tf.pretraining_data import inputs, storage
-from bert_tf.pretraining_data.errors import InputError
+from bert_tf.pretraining_data.errors import InputError, Stopped, stop_on_signals
 from bert_tf.pretraining_data import shards as shards_lib
+from bert_tf.pretraining_data.summary import ENTRY_SUFFIX, config_digest
 
 METRICS_NAMESPACE = "create_pretraining_data"
 # Counts also reported as Beam metrics while the pipeline runs (the runner's UI shows them).
@@ -79,11 +84,15 @@ def block_jobs(plan):
 
 
 def _entry_path(shard_path):
-    return f"{shard_path}.tmp-entry.json"
+    return shard_path + ENTRY_SUFFIX
 
 
-def _write_entry(path, entry):
-    storage.write_text(_entry_path(path), json.dumps(entry, indent=2, sort_keys=True) + "\n")
+def _write_entry(path, entry, digest):
+    """The shard's summary entry beside it, with the digest of the config it was made
+    with: a run killed before its summary is written keeps the shard on a rerun of the
+    same config (summary.read_previous)."""
+    storage.write_text(_entry_path(path), json.dumps(dict(entry, config_sha256=digest),
+                                                     indent=2, sort_keys=True) + "\n")
 
 
 def _run_block(job, settings, shards):
@@ -99,7 +108,7 @@ def _run_block(job, settings, shards):
     return shard, (index, part, dict(counts))
 
 
-def _write_shard(shard_parts, shards):
+def _write_shard(shard_parts, shards, digest):
     """A shard's parts, appended in block order to SHARD.tmp, renamed into place, its
     summary entry beside it (read back by `collect_entries`), then the parts removed. A
     retry of this step (runners retry failed steps) finds the shard done, or its parts."""
@@ -117,7 +126,7 @@ def _write_shard(shard_parts, shards):
                 os.fsync(f.fileno())
         storage.replace(f"{path}.tmp", path)
         _write_entry(path, {"path": path, "bytes": storage.getsize(path),
-                            "examples": counts["examples"], "counts": dict(counts)})
+                            "examples": counts["examples"], "counts": dict(counts)}, digest)
     for _, part, _ in parts:
         storage.remove(part)
 
@@ -130,6 +139,7 @@ def collect_entries(plan):
         entry_file = _entry_path(path)
         if path not in entries and storage.exists(entry_file) and storage.exists(path):
             entries[path] = json.loads(storage.read_bytes(entry_file))
+            entries[path].pop("config_sha256", None)
         storage.remove(entry_file)
     return entries
 
@@ -166,54 +176,131 @@ def _one_line(error):
 
 def write_shards(plan, pipeline_args):
     """Runs the blocks of the shards not complete on Beam and writes them; returns (the
-    summary, {path: entry}). A failure leaves the complete shards (listed in the summary,
-    so a rerun keeps them) and removes everything else."""
+    summary, {path: entry}). A failure, or SIGTERM / Ctrl-C (one line), leaves the
+    complete shards (listed in the summary, so a rerun keeps them) and removes everything
+    else. Beam's own temporary files (its staging caches, its workers' files) go to a
+    private folder, removed at the end, and its log lines to a file there, kept only
+    when the pipeline fails."""
     from bert_tf.pretraining_data.pool import WorkerError
     beam = _beam()
     start = time.time()
     jobs = block_jobs(plan)
     shards, settings = list(plan.shards), plan.settings
-    # Beam's own log lines (and those of local worker processes, which share this
-    # process's stderr) go to a file, so that a failure is one line here.
-    log = tempfile.NamedTemporaryFile(prefix="create_pretraining_data-beam-", suffix=".log",
-                                      delete=False)
-    print(f"Beam's log (kept if the pipeline fails): {log.name}", flush=True)
-    sys.stderr.flush()
-    saved_stderr = os.dup(2)
-    os.dup2(log.fileno(), 2)
-    try:
-        options = _options(beam, plan, pipeline_args)
-        with beam.Pipeline(options=options) as pipeline:
-            _ = (pipeline
-                 | "Blocks" >> beam.Create(jobs)
-                 | "Spread" >> beam.Reshuffle()
-                 | "RunBlock" >> beam.Map(_run_block, settings, shards)
-                 | "ByShard" >> beam.GroupByKey()
-                 | "WriteShard" >> beam.Map(_write_shard, shards))
-    except Exception as e:
-        entries = collect_entries(plan)
-        if set(entries) - set(plan.done):     # a rerun keeps the shards it completed
-            write_summary(plan, entries, time.time() - start, complete=False)
-        for path in plan.shards:
-            if path not in entries:
-                storage.remove_temporaries(path)
-        line = _one_line(e)
-        if line:
-            raise InputError(line) from None
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise WorkerError(f"the Beam pipeline failed ({type(e).__name__}: {first[:200]}); "
-                          f"its log: {log.name}") from None
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved_stderr, 2)
-        os.close(saved_stderr)
-        log.close()
+    digest = config_digest(plan.config)
+    stops = []
+    with _private_tmpdir() as scratch:
+        log_path = os.path.join(scratch, "beam.log")
+        try:
+            with _stderr_to(log_path), stop_on_signals(stops, first=_end_workers):
+                options = _options(beam, plan, pipeline_args)
+                with beam.Pipeline(options=options) as pipeline:
+                    _ = (pipeline
+                         | "Blocks" >> beam.Create(jobs)
+                         | "Spread" >> beam.Reshuffle()
+                         | "RunBlock" >> beam.Map(_run_block, settings, shards)
+                         | "ByShard" >> beam.GroupByKey()
+                         | "WriteShard" >> beam.Map(_write_shard, shards, digest))
+        except Exception as e:
+            _end_workers()
+            entries = collect_entries(plan)
+            if set(entries) - set(plan.done):     # a rerun keeps the shards it completed
+                write_summary(plan, entries, time.time() - start, complete=False)
+            for path in plan.shards:
+                if path not in entries:
+                    storage.remove_temporaries(path)
+            if stops:
+                raise Stopped(f"{stops[0]}: stopped; {len(entries)} of {len(plan.shards)} "
+                              f"shard(s) complete, run the same command again to "
+                              f"resume") from None
+            line = _one_line(e)
+            if line:
+                raise InputError(line) from None
+            kept = _keep(log_path)
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise WorkerError(f"the Beam pipeline failed ({type(e).__name__}: "
+                              f"{first[:200]}); its log: {kept}") from None
     # A shard no block reached (none of the blocks fell in it) is an empty file, as the
     # local engine leaves it; check_written refuses it.
     for path in plan.shards:
         if path not in plan.done and not storage.exists(path):
             storage.open_write(path).close()
-            _write_entry(path, {"path": path, "bytes": 0, "examples": 0, "counts": {}})
-    os.remove(log.name)     # kept only when the pipeline failed
+            _write_entry(path, {"path": path, "bytes": 0, "examples": 0, "counts": {}},
+                         digest)
     entries = collect_entries(plan)
     return write_summary(plan, entries, time.time() - start, complete=True), entries
+
+
+@contextlib.contextmanager
+def _private_tmpdir():
+    """A folder of its own as this process's and its workers' temporary folder (Python's
+    tempfile and TMPDIR) while Beam runs, removed afterwards with what Beam left in it:
+    its staging caches (beam-requirements-cache), its temporary folders, a segmenter's
+    cache. One that a run killed with kill -9 left is removed by the next run."""
+    prefix = "create_pretraining_data-beam-"
+    for stale in glob.glob(os.path.join(tempfile.gettempdir(), prefix + "*-*")):
+        # A folder of a run killed with kill -9 (its pid in the name, and no longer alive).
+        pid = os.path.basename(stale)[len(prefix):].split("-")[0]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            shutil.rmtree(stale, ignore_errors=True)
+    scratch = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-")
+    saved = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir, os.environ["TMPDIR"] = scratch, scratch
+    try:
+        yield scratch
+    finally:
+        tempfile.tempdir = saved[0]
+        if saved[1] is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved[1]
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _stderr_to(path):
+    """File descriptor 2 into `path` for the block: Beam's log lines (and those of its
+    local worker processes, which share this process's stderr), so that the command's
+    own outcome is one line."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def _keep(log_path):
+    """The failed pipeline's log moved out of the private folder, to the usual temporary
+    folder; its new path."""
+    fd, kept = tempfile.mkstemp(prefix="create_pretraining_data-beam-", suffix=".log")
+    os.close(fd)
+    shutil.copyfile(log_path, kept)
+    return kept
+
+
+def _end_workers():
+    """Kills the worker processes Beam's DirectRunner started (this process's descendants:
+    it starts each through a shell) and waits for its children: a worker left running
+    would write part files after the cleanup."""
+    parents = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat) as f:
+                parents[int(stat.split("/")[2])] = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    tree, found = {os.getpid()}, True
+    while found:
+        found = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= found
+    for pid in tree - {os.getpid()}:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    for pid, parent in parents.items():
+        if parent == os.getpid():
+            with contextlib.suppress(OSError):
+                os.waitpid(pid, 0)

@@ -111,6 +111,11 @@ def process_block(settings, index, data, part_path):
         inst, settings.max_seq_length, np_rng, doc_starts) if full_sentences else \
         instances_lib.truncate(inst, settings.max_seq_length, np_rng)
     stats["examples"] = n
+    # Text tokens in the examples, against the text's tokens times the passes: 1 for
+    # full sentences (every token once per pass); for pairs less (truncation, the text
+    # after a random B) plus the random B's borrowed sentences.
+    stats["example_text_tokens"] = int(inst["a_len"].sum() + inst["b_len"].sum())
+    stats["input_token_passes"] = len(tokens) * settings.dupe_factor
     swapped = int(inst["swapped"].sum())
     stats["random_next"] = int(inst["random_next"].sum()) - swapped
     if swapped:     # --next_sentence=sop: label 1 for these too

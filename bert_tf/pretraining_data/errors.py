@@ -18,11 +18,14 @@ class Stopped(Exception):
 
 
 @contextlib.contextmanager
-def stop_on_signals():
+def stop_on_signals(stops=None, first=None):
     """SIGTERM (a stopped job or VM) and SIGINT (Ctrl-C) raise Stopped in this process,
     so the run's cleanup runs: workers killed, temporary files removed. A second signal
-    is ignored, so it cannot cut that cleanup short. Outside the main thread (a caller's
-    own thread) signals cannot be caught and nothing changes."""
+    is ignored, so it cannot cut that cleanup short. `stops`: a list that gets the
+    signal's name too, and `first`: a function called before the exception is raised
+    (for a library that catches exceptions in its main loop: Beam's runner, whose
+    workers `first` can end so that it fails). Outside the main thread (a caller's own
+    thread) signals cannot be caught and nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -32,6 +35,10 @@ def stop_on_signals():
     def stop(number, frame):
         for other in names:
             signal.signal(other, signal.SIG_IGN)
+        if stops is not None:
+            stops.append(names[number])
+        if first is not None:
+            first()
         raise Stopped(names[number])
 
     for number in names:

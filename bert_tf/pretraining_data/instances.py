@@ -28,7 +28,7 @@ Two things differ from google's code, neither in distribution:
   Drawing that binomial gives the same distribution as google's token-by-token loop.
 """
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 
 import numpy as np
 
@@ -130,53 +130,62 @@ def create_instances(sentence_starts, doc_bounds, dupe_factor, max_seq_length,
 def full_sentences(sentence_starts, doc_bounds, dupe_factor, max_seq_length,
                    short_seq_prob, rng):
     """RoBERTa's FULL-SENTENCES inputs, for pretraining without a sentence-pair task:
-    contiguous whole sentences up to the target length, read on across documents' ends,
+    whole sentences in order up to the target length, read on across documents' ends,
     with a [SEP] wherever one document ends and the next begins:
 
         [CLS] sentences [SEP]
         [CLS] end of a document [SEP] a short document [SEP] start of the next [SEP]
 
+    A sentence that does not fit in what is left of the target starts the next example;
+    a sentence longer than a whole target is split, its first `target` tokens one example,
+    the rest the start of the next. So the chunks of a pass tile the block's text in
+    order and every token is in exactly one example per pass: nothing is cut off
+    (`truncate_full_sentences` finds nothing to cut).
+
     An instance is one token range of the block (`a_start`, `a_len`; B empty), which
     `document_starts` and masking.pack_full_sentences turn into that layout. The target
     is max_seq_length - 2 tokens, each document end inside costing one more ([SEP]); with
     probability short_seq_prob, drawn per chunk, a random length in [2, target] (google's
-    short sequences; 0 turns them off, as RoBERTa has none). The chunks of a pass tile the
-    block's text in order. Labels are 0 (nothing is random). Same return value as
-    create_instances (`short_target_passes` counts chunks here).
+    short sequences; 0 turns them off, as RoBERTa has none). Labels are 0 (nothing is
+    random). Same return value as create_instances (`short_target_passes` counts chunks
+    here).
     """
     max_num_tokens = max_seq_length - 2
     starts = sentence_starts
     rnd = rng.random
-    doc_end = [end for _, end in doc_bounds]
+    # Token offsets where each document ends, and the sentence boundaries of the block
+    # (every sentence start, and the end of the last sentence).
+    doc_end = [starts[end] for _, end in doc_bounds]
     last = len(doc_end) - 1
     a_start, a_end, short = [], [], []
     short_passes = 0
     for _ in range(dupe_factor):
-        d, cs = 0, 0
+        d, p = 0, 0          # the document and the token the next chunk starts at
         while d <= last:
             target = max_num_tokens
             is_short = rnd() < short_seq_prob
             if is_short:
                 target = 2 + int(rnd() * (max_num_tokens - 1))
                 short_passes += 1
-            # From cs, through as many documents as it takes: each document end costs a
-            # token ([SEP]); the chunk ends at the first sentence that reaches the target.
-            first, remaining = cs, target
+            first, room = p, target
             while True:
-                rest = starts[doc_end[d]] - starts[cs]
-                if rest >= remaining or d == last:
-                    e = bisect_left(starts, starts[cs] + remaining, cs + 1, doc_end[d])
-                    break
-                remaining -= rest + 1
-                cs, d = doc_end[d], d + 1
-                if remaining <= 0:
-                    e = cs
-                    break
-            a_start.append(starts[first])
-            a_end.append(starts[e])
+                # The furthest sentence boundary of document d within `room` tokens of p.
+                reach = min(p + room, doc_end[d])
+                b = starts[bisect_right(starts, reach) - 1]
+                if b <= p:
+                    if p == first:
+                        p = reach          # one sentence longer than the target: split
+                    break                  # else it starts the next chunk
+                room -= b - p
+                p = b
+                if p < doc_end[d] or d == last or room < 2:
+                    break                  # a [SEP] and a token of the next: room >= 2
+                room -= 1                  # the [SEP] between the documents
+                d += 1
+            a_start.append(first)
+            a_end.append(p)
             short.append(is_short)
-            cs = e
-            while d <= last and doc_end[d] <= cs:
+            if p >= doc_end[d]:
                 d += 1
     a_start = np.array(a_start, np.int64)
     none = np.zeros(len(a_start), bool)

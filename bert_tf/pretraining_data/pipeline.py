@@ -21,7 +21,8 @@ from bert_tf.checks import check_not_inputs, check_seq_length
 from bert_tf.pretraining_data import inputs, segmenters, storage
 from bert_tf.pretraining_data.errors import InputError, Stopped, stop_on_signals
 from bert_tf.pretraining_data.shards import ShardWriter, shard_paths
-from bert_tf.pretraining_data.summary import check_no_stale_shards, read_previous
+from bert_tf.pretraining_data.summary import (ENTRY_SUFFIX, check_no_stale_shards,
+                                              read_previous)
 
 
 def check_args(args):
@@ -327,5 +328,7 @@ def run(args):
         summary, written = beam.write_shards(plan, args.beam_args)
     else:
         summary, written = write_shards(plan, args.num_workers, args.quiet)
+    for path in plan.shards:    # the summary lists them now (summary.read_previous)
+        storage.remove(path + ENTRY_SUFFIX)
     check_written(plan, summary, written)
     return summary

@@ -37,6 +37,7 @@ def summarize(counts, shards, config, seconds, complete, skipped, examples_this_
         "short_target_pass_share": share("short_target_passes", "document_passes"),
         "padded_share": share("padded_examples", "examples"),
         "truncated_share": share("truncated_examples", "examples"),
+        "kept_token_share": share("example_text_tokens", "input_token_passes"),
         "seconds": round(seconds, 3),
         "examples_this_run": examples_this_run,
         "examples_per_second": round(examples_this_run / seconds, 1) if seconds else None,
@@ -48,19 +49,43 @@ def summarize(counts, shards, config, seconds, complete, skipped, examples_this_
     return summary
 
 
+# Beside a shard the Beam engine completed, until the summary lists it: its entry.
+ENTRY_SUFFIX = ".tmp-entry.json"
+
+
+def config_digest(config):
+    """The sha256 of a run's config (what the shards' bytes depend on), as entries keep
+    it."""
+    import hashlib
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+
+
 def read_previous(summary_path, shards, config):
-    """Shards a previous run with the same config completed: path -> its summary entry."""
+    """Shards a previous run with the same config completed: path -> its summary entry.
+    They are those its summary lists and, where a run was killed before it wrote its
+    summary (the Beam engine writes it at the end), those whose entry file
+    (SHARD.tmp-entry.json) says they were made with this config."""
     try:
         previous = json.loads(storage.read_bytes(summary_path))
     except (OSError, ValueError):
-        return {}
-    if previous.get("config") != config:
-        return {}
+        previous = {}
+    listed = previous.get("shards", []) if previous.get("config") == config else []
     by_abspath = {storage.absolute(p): p for p in shards}
     done = {}
-    for entry in previous.get("shards", []):
+    for entry in listed:
         path = by_abspath.get(storage.absolute(str(entry.get("path"))))
         if path and storage.isfile(path) and storage.getsize(path) == entry.get("bytes"):
+            done[path] = dict(entry, path=path)
+    digest = config_digest(config)
+    for path in shards:
+        if path in done or not storage.exists(path + ENTRY_SUFFIX):
+            continue
+        try:
+            entry = json.loads(storage.read_bytes(path + ENTRY_SUFFIX))
+        except (OSError, ValueError):
+            continue
+        if entry.pop("config_sha256", None) == digest and storage.isfile(path) and \
+                storage.getsize(path) == entry.get("bytes"):
             done[path] = dict(entry, path=path)
     return done
 
@@ -146,7 +171,9 @@ def print_summary(summary, summary_path, out=None):
         + (f"swapped {pct(c['swapped'] / summary['examples'])}, " if c.get("swapped") else "")
         + f"short target "
         f"{pct(summary['short_target_share'])} of examples, padded "
-        f"{pct(summary['padded_share'])}, truncated {pct(summary['truncated_share'])}",
+        f"{pct(summary['padded_share'])}, truncated {pct(summary['truncated_share'])}, "
+        f"text tokens in examples {pct(summary['kept_token_share'])} of the input's "
+        f"per pass",
     ]
     problems = {k: c[k] for k in ("invalid_utf8_bytes", "lines_cut", "documents_split",
                                   "malformed_json_lines", "json_lines_without_field",
