@@ -440,11 +440,11 @@ def test_a_full_disk_while_joining_shards_names_the_shard(tiny, corpus, tmp_path
     import errno
 
     from bert_tf import create_pretraining_data
-    from bert_tf.pretraining_data import storage
+    from bert_tf.pretraining_data import shards
 
-    def full(src, dst):
+    def full(src, offset, length, dst):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    monkeypatch.setattr(storage, "append_file", full)
+    monkeypatch.setattr(shards, "copy_range", full)
     prefix = str(tmp_path / "shards" / "train")
     refused(create_pretraining_data.main,
             [f"--input_file={corpus}", f"--vocab_file={tiny['vocab_a']}",

@@ -70,17 +70,15 @@ def check_available(pipeline_args=()):
 
 
 def block_jobs(plan):
-    """[(shard, block index, file segments, block counts)] of the blocks of the shards not
-    complete, in input order (the local engine's blocks and their numbers)."""
-    jobs = []
-    for block in inputs.iter_blocks(plan.files, plan.block_bytes, plan.input_format):
-        shard = plan.shard_of(block.offset)
-        if plan.shards[shard] in plan.done:
-            continue
-        jobs.append((shard, block.index, block.segments,
-                     {"input_bytes": block.length, "documents_split": block.documents_split,
-                      "lines_cut": block.lines_cut}))
-    return jobs
+    """[(home shard, block index, file segments, block counts)] of every block, in input
+    order (the local engine's blocks and their numbers); none when every shard is
+    complete (each shard has a piece of every block)."""
+    if len(plan.done) == len(plan.shards):
+        return []
+    return [(plan.home(block.index), block.index, block.segments,
+             {"input_bytes": block.length, "documents_split": block.documents_split,
+              "lines_cut": block.lines_cut})
+            for block in inputs.iter_blocks(plan.files, plan.block_bytes, plan.input_format)]
 
 
 def _entry_path(shard_path):
@@ -96,39 +94,47 @@ def _write_entry(path, entry, digest):
 
 
 def _run_block(job, settings, shards):
-    """One block -> (shard, (block index, its part file, its counts))."""
+    """One block -> its pieces, one per shard: (shard, (block index, its part file, the
+    piece's offset and length there, its examples, and for the block's home shard the
+    block's counts, else None))."""
     from bert_tf.pretraining_data import block as block_lib
     counter = _beam().metrics.Metrics.counter
-    shard, index, segments, block_counts = job
-    part = f"{shards[shard]}.tmp-part{index:07d}"
+    home, index, segments, block_counts = job
+    part = shards_lib.part_path(shards[home], index)
     counts = collections.Counter(block_lib.run_job(settings, (index, segments, part)))
+    pieces = counts.pop("pieces")
     counts.update(block_counts)
     for name in METRIC_COUNTS:
         counter(METRICS_NAMESPACE, name).inc(int(counts[name]))
-    return shard, (index, part, dict(counts))
+    offset, out = 0, []
+    for shard, (length, examples) in enumerate(pieces):
+        out.append((shard, (index, part, offset, length, examples,
+                            dict(counts) if shard == home else None)))
+        offset += length
+    return out
 
 
-def _write_shard(shard_parts, shards, digest):
-    """A shard's parts, appended in block order to SHARD.tmp, renamed into place, its
-    summary entry beside it (read back by `collect_entries`), then the parts removed. A
-    retry of this step (runners retry failed steps) finds the shard done, or its parts."""
-    shard, parts = shard_parts
+def _write_shard(shard_pieces, shards, done, digest):
+    """A shard's pieces, appended in block order to SHARD.tmp, renamed into place, its
+    summary entry beside it (read back by `collect_entries`). A shard a previous run
+    completed is left as it is, and so is one a retry of this step (runners retry
+    failed steps) finds done. The parts are removed when every shard is written."""
+    shard, pieces = shard_pieces
     path = shards[shard]
-    parts = sorted(parts)
-    if not (storage.exists(path) and storage.exists(_entry_path(path))):
-        counts = collections.Counter()
-        with storage.open_write(f"{path}.tmp") as f:
-            for _, part, part_counts in parts:
-                storage.copy_into(part, f)
-                counts.update(part_counts)
-            if not storage.is_url(path):
-                f.flush()
-                os.fsync(f.fileno())
-        storage.replace(f"{path}.tmp", path)
-        _write_entry(path, {"path": path, "bytes": storage.getsize(path),
-                            "examples": counts["examples"], "counts": dict(counts)}, digest)
-    for _, part, _ in parts:
-        storage.remove(part)
+    if path in done or (storage.exists(path) and storage.exists(_entry_path(path))):
+        return
+    counts, examples = collections.Counter(), 0
+    with storage.open_write(f"{path}.tmp") as f:
+        for _, part, offset, length, piece_examples, block_counts in sorted(pieces):
+            shards_lib.copy_range(part, offset, length, f)
+            examples += piece_examples
+            counts.update(block_counts or {})
+        if not storage.is_url(path):
+            f.flush()
+            os.fsync(f.fileno())
+    storage.replace(f"{path}.tmp", path)
+    _write_entry(path, {"path": path, "bytes": storage.getsize(path), "examples": examples,
+                        "counts": dict(counts)}, digest)
 
 
 def collect_entries(plan):
@@ -197,15 +203,17 @@ def write_shards(plan, pipeline_args):
                     _ = (pipeline
                          | "Blocks" >> beam.Create(jobs)
                          | "Spread" >> beam.Reshuffle()
-                         | "RunBlock" >> beam.Map(_run_block, settings, shards)
+                         | "RunBlock" >> beam.FlatMap(_run_block, settings, shards)
                          | "ByShard" >> beam.GroupByKey()
-                         | "WriteShard" >> beam.Map(_write_shard, shards, digest))
+                         | "WriteShard" >> beam.Map(_write_shard, shards,
+                                                    set(plan.done), digest))
         except Exception as e:
             _end_workers()
             entries = collect_entries(plan)
             if set(entries) - set(plan.done):     # a rerun keeps the shards it completed
                 write_summary(plan, entries, time.time() - start, complete=False)
             for path in plan.shards:
+                shards_lib.remove_parts(path)
                 if path not in entries:
                     storage.remove_temporaries(path)
             if stops:
@@ -219,13 +227,8 @@ def write_shards(plan, pipeline_args):
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             raise WorkerError(f"the Beam pipeline failed ({type(e).__name__}: "
                               f"{first[:200]}); its log: {kept}") from None
-    # A shard no block reached (none of the blocks fell in it) is an empty file, as the
-    # local engine leaves it; check_written refuses it.
     for path in plan.shards:
-        if path not in plan.done and not storage.exists(path):
-            storage.open_write(path).close()
-            _write_entry(path, {"path": path, "bytes": 0, "examples": 0, "counts": {}},
-                         digest)
+        shards_lib.remove_parts(path)
     entries = collect_entries(plan)
     return write_summary(plan, entries, time.time() - start, complete=True), entries
 

@@ -24,8 +24,8 @@ from bert_tf.tfrecord import frame_records
 # cost, small enough to keep the working set of a worker near 10 MB.
 BATCH = 1024
 # Records whose CRCs are computed together (a ~200-step loop over all of them: the more
-# rows per step, the less numpy's per-call overhead counts). ~3 MB of records: the largest
-# arrays of a worker.
+# rows per step, the less numpy's per-call overhead counts). ~3 MB of records; a block's
+# records wait, unframed, until the block is done (its pieces are written shard by shard).
 FRAME_BATCH = 4096
 
 _worker_state = {}
@@ -125,19 +125,34 @@ def process_block(settings, index, data, part_path):
 
     # google shuffles all instances; here those of the block (the reader shuffles more).
     order = np_rng.permutation(n)
-    _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats,
-                    doc_starts, continues)
-    return dict(stats)
+    pieces = _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats,
+                             doc_starts, continues, index)
+    return dict(stats, pieces=pieces)
+
+
+def piece_of(index, position, num_shards):
+    """The shard that example `position` (in write order) of block `index` goes to:
+    dealt round-robin, each block starting one shard further, as google's writer deals
+    examples to its files. So every shard gets a share of every block (the same share
+    within one example), and shards come out the same size whatever stretch of the
+    corpus makes more examples."""
+    return (index + position) % num_shards
 
 
 def _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats,
-                    doc_starts=None, continues=None):
-    """The instances, in `order`, packed, masked and written as TFRecords to part_path,
-    BATCH at a time; counts into `stats`. doc_starts: full-sentences instances
+                    doc_starts=None, continues=None, index=0):
+    """The instances written to part_path as one piece per shard, one after the other
+    (shard 0's first): the examples of `order` that `piece_of` deals to each, in order,
+    each piece a gzip member of its own under --gzip. They are packed, masked and encoded
+    as TFRecords BATCH at a time in that order (shard after shard), counts into `stats`.
+    Returns [(bytes, examples)] per shard. doc_starts: full-sentences instances
     (--next_sentence=none) with a [SEP] at each of these token offsets. continues:
     whole-word masking, each token's mark (continues the word before it)."""
-    n = len(order)
-    compressor = zlib.compressobj(6, zlib.DEFLATED, 31) if settings.gzip else None
+    num_shards = settings.num_shards
+    dealt = [order[(s - index) % num_shards::num_shards] for s in range(num_shards)]
+    examples = [len(d) for d in dealt]
+    order = np.concatenate(dealt)
+    pending, lengths = [], []       # encode_unframed's batches; each record's data length
 
     def pack(values, cls_id, sep_id, sel):
         if doc_starts is not None:
@@ -147,53 +162,75 @@ def _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats
         return masking.pack(values, inst["a_start"][sel], inst["a_len"][sel],
                             inst["b_start"][sel], inst["b_len"][sel],
                             settings.max_seq_length, cls_id, sep_id)
-    pending, pending_rows = [], 0
 
-    def flush(f):
-        data = frame_records(pending)     # numpy uint8: written without a copy
-        f.write(compressor.compress(data) if compressor else data)
-
+    for lo in range(0, len(order), BATCH):
+        sel = order[lo:lo + BATCH]
+        ids, segment_ids, input_mask, candidate, n_tokens = pack(
+            tokens, res["cls_id"], res["sep_id"], sel)
+        # The marks packed as the ids are (False at [CLS], [SEP] and padding).
+        marks = None if continues is None else \
+            pack(continues.view(np.int8), 0, 0, sel)[0].astype(bool)
+        if settings.masking == "none":
+            # Unmasked: the schema's mask features are there, all weights 0 (every
+            # reader reads them; run_pretraining --masking=dynamic draws the masks).
+            positions, labels, weights, decisions = masking.no_masks(
+                len(sel), settings.max_predictions_per_seq)
+        else:
+            chosen, group = masking.choose_positions(
+                ids, candidate, n_tokens, np_rng, settings.masked_lm_prob,
+                settings.max_predictions_per_seq, marks, settings.max_ngram_size)
+            positions, labels, weights, decisions = masking.apply_masks(
+                ids, chosen, group, np_rng, res["mask_id"], res["vocab_size"],
+                settings.max_predictions_per_seq)
+        stats["example_tokens"] += int(n_tokens.sum())
+        stats["padded_examples"] += int(np.count_nonzero(
+            n_tokens < settings.max_seq_length))
+        stats["masked"] += int(decisions.sum())
+        stats["masked_as_mask"] += int(decisions[masking.MASKED])
+        stats["masked_as_random"] += int(decisions[masking.RANDOM])
+        stats["masked_unchanged"] += int(decisions[masking.KEPT])
+        columns = (ids, input_mask, segment_ids, positions, labels, weights,
+                   inst["random_next"][sel][:, None])      # in the schema's order
+        features = {feature.name: column for feature, column in zip(FEATURES, columns)}
+        if marks is not None and settings.masking == "none":
+            # For dynamic whole-word masking (shard_schema.WORD_CONTINUES).
+            features[WORD_CONTINUES.name] = marks
+        pending.append(records.encode_unframed(features))
+        lengths.append(pending[-1][1])
+    # A framed record is its data and 16 bytes: each piece's bytes, from its rows'.
+    framed_bytes = np.concatenate(lengths) + 16 if lengths else np.zeros(0, np.int64)
+    ends = np.cumsum(examples)
+    sizes = [int(framed_bytes[end - count:end].sum()) for end, count in zip(ends, examples)]
+    pieces = []
     with storage.open_write(part_path) as f:
-        for lo in range(0, n, BATCH):
-            sel = order[lo:lo + BATCH]
-            ids, segment_ids, input_mask, candidate, n_tokens = pack(
-                tokens, res["cls_id"], res["sep_id"], sel)
-            # The marks packed as the ids are (False at [CLS], [SEP] and padding).
-            marks = None if continues is None else \
-                pack(continues.view(np.int8), 0, 0, sel)[0].astype(bool)
-            if settings.masking == "none":
-                # Unmasked: the schema's mask features are there, all weights 0 (every
-                # reader reads them; run_pretraining --masking=dynamic draws the masks).
-                positions, labels, weights, decisions = masking.no_masks(
-                    len(sel), settings.max_predictions_per_seq)
-            else:
-                chosen, group = masking.choose_positions(
-                    ids, candidate, n_tokens, np_rng, settings.masked_lm_prob,
-                    settings.max_predictions_per_seq, marks, settings.max_ngram_size)
-                positions, labels, weights, decisions = masking.apply_masks(
-                    ids, chosen, group, np_rng, res["mask_id"], res["vocab_size"],
-                    settings.max_predictions_per_seq)
-            stats["example_tokens"] += int(n_tokens.sum())
-            stats["padded_examples"] += int(np.count_nonzero(
-                n_tokens < settings.max_seq_length))
-            stats["masked"] += int(decisions.sum())
-            stats["masked_as_mask"] += int(decisions[masking.MASKED])
-            stats["masked_as_random"] += int(decisions[masking.RANDOM])
-            stats["masked_unchanged"] += int(decisions[masking.KEPT])
-            columns = (ids, input_mask, segment_ids, positions, labels, weights,
-                       inst["random_next"][sel][:, None])      # in the schema's order
-            features = {feature.name: column for feature, column in zip(FEATURES, columns)}
-            if marks is not None and settings.masking == "none":
-                # For dynamic whole-word masking (shard_schema.WORD_CONTINUES).
-                features[WORD_CONTINUES.name] = marks
-            pending.append(records.encode_unframed(features))
-            pending_rows += len(sel)
-            if pending_rows >= FRAME_BATCH:
-                flush(f)
-                pending_rows = 0
-        flush(f)
-        if compressor:
-            f.write(compressor.flush())
+        if not settings.gzip:
+            for data in _frame(pending):
+                f.write(data)
+            return list(zip(sizes, examples))
+        stream = np.concatenate(_frame(pending) or [np.zeros(0, np.uint8)])
+        at = 0
+        for size, count in zip(sizes, examples):
+            data = b""
+            if count:       # a gzip member of its own
+                compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
+                data = compressor.compress(stream[at:at + size]) + compressor.flush()
+            f.write(data)
+            pieces.append((len(data), count))
+            at += size
+    return pieces
+
+
+def _frame(parts):
+    """encode_unframed's batches -> framed records, FRAME_BATCH rows at a time (a list of
+    uint8 arrays, in order: the CRCs' loop costs per call, not per row)."""
+    framed, group, rows = [], [], 0
+    for i, part in enumerate(parts):
+        group.append(part)
+        rows += len(part[1])
+        if rows >= FRAME_BATCH or i == len(parts) - 1:
+            framed.append(frame_records(group))      # empties `group`
+            rows = 0
+    return framed
 
 
 class NotText(ValueError):

@@ -62,6 +62,7 @@ class Settings:
     masking: str = "static"    # "none": no masked-LM predictions (weights 0)
     next_sentence: str = "nsp"    # "sop": ALBERT's sentence order; "none" (instances.py)
     chinese_word_segmenter: str = None    # segmenters.py; implies do_whole_word_mask
+    num_shards: int = 1    # a block's examples are dealt to the shards (block.py)
 
 
 def chooses_masks(masked_lm_prob, do_whole_word_mask, max_ngram_size):

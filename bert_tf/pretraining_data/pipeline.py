@@ -20,6 +20,7 @@ from bert_tf import file_patterns
 from bert_tf.checks import check_not_inputs, check_seq_length
 from bert_tf.pretraining_data import inputs, segmenters, storage
 from bert_tf.pretraining_data.errors import InputError, Stopped, stop_on_signals
+from bert_tf.pretraining_data import shards as shards_lib
 from bert_tf.pretraining_data.shards import ShardWriter, shard_paths
 from bert_tf.pretraining_data.summary import (ENTRY_SUFFIX, check_no_stale_shards,
                                               read_previous)
@@ -89,9 +90,10 @@ def expand_inputs(patterns):
     return files
 
 
-def make_settings(args):
+def make_settings(args, num_shards=1):
     """The Settings the workers run with (everything the output depends on)."""
     return inputs.Settings(
+        num_shards=num_shards,
         vocab_file=storage.absolute(args.vocab_file), do_lower_case=args.do_lower_case,
         # With --masking=none the segmenter's words go into the shards as marks, for
         # run_pretraining --masking=dynamic --do_whole_word_mask.
@@ -139,11 +141,16 @@ class Plan:
     total: int           # input bytes
     block_bytes: int
     input_format: str
+    progress: dict = None    # shards.read_progress: what a stopped local run wrote
 
-    def shard_of(self, offset):
-        # Shards are contiguous ranges of blocks, by position in the input: known before
-        # the blocks are read, the same for every run.
-        return min(len(self.shards) - 1, offset * len(self.shards) // self.total)
+    @property
+    def progress_path(self):
+        return shards_lib.progress_path(self.summary_path)
+
+    def home(self, index):
+        """The shard whose name a block's part file takes, and whose summary entry counts
+        the block (every shard gets a piece of every block: block.piece_of)."""
+        return index % len(self.shards)
 
 
 def block_size(total, n_shards, block_size_kb):
@@ -187,39 +194,47 @@ def prepare(args):
     sizes = [storage.getsize(p) for p in files]
     for path in shards + [summary_path]:
         storage.makedirs_for(path)
-    settings = make_settings(args)
+    settings = make_settings(args, len(shards))
     config = make_config(args, files, sizes, settings, vocab, shards)
     done = read_previous(summary_path, shards, config)
+    progress_file = shards_lib.progress_path(summary_path)
+    progress = shards_lib.read_progress(progress_file, config, shards, done) \
+        if not args.runner else None
     for path in shards:
-        if path not in done:
+        shards_lib.remove_parts(path)
+        if path not in done and progress is None:
             storage.remove_temporaries(path)
+    if progress is None:
+        storage.remove(progress_file)
     total = inputs.stream_size(files, sizes)
     return Plan(files, shards, summary_path, settings, config, done, total,
-                block_size(total, len(shards), args.block_size_kb), args.input_format)
+                block_size(total, len(shards), args.block_size_kb), args.input_format,
+                progress)
 
 
 class BlockQueue:
     """Blocks in input order, each run by a worker (when one has room) or by this
-    process; a block's part file goes to its shard strictly in this order, whichever
+    process; a block's pieces go to the shards strictly in this order, whichever
     finishes first."""
 
     def __init__(self, plan, pool, writer, processes):
         self.plan, self.pool, self.writer = plan, pool, writer
         self.processes = processes
-        self.waiting = collections.deque()   # [block, shard, part path, counts or None]
+        self.waiting = collections.deque()   # [block, part path, counts or None]
         self.by_index = {}                   # running in a worker: block index -> entry
 
     def put(self, block):
-        shard = self.plan.shard_of(block.offset)
-        if self.plan.shards[shard] in self.plan.done:
-            self.writer.skip(block)
+        if block.index < self.writer.next_block or \
+                len(self.plan.done) == len(self.plan.shards):
+            self.writer.skip(block)          # written by a stopped run, or all done
             return
         # Bounded: at most a few blocks ahead of the oldest unfinished one, so part files
         # on disk stay few whatever the input size.
         while len(self.waiting) >= 3 * self.processes:
             self.collect(wait=True)
-        part = f"{self.plan.shards[shard]}.tmp-part{block.index:07d}"
-        entry = [block, shard, part, None]
+        part = shards_lib.part_path(self.plan.shards[self.plan.home(block.index)],
+                                    block.index)
+        entry = [block, part, None]
         self.waiting.append(entry)
         job = (block.index, block.segments, part)
         if self.pool is not None and self.pool.has_room():
@@ -227,15 +242,15 @@ class BlockQueue:
             self.pool.submit(job)
         else:
             from bert_tf.pretraining_data import block as block_lib   # numpy: only here
-            entry[3] = block_lib.run_job(self.plan.settings, job)
+            entry[2] = block_lib.run_job(self.plan.settings, job)
         self.collect(wait=False)
 
     def collect(self, wait):
         """Takes the workers' finished blocks; writes those next in input order."""
         if self.pool is not None and self.pool.busy():
             for index, stats in self.pool.results(None if wait else 0):
-                self.by_index.pop(index)[3] = stats
-        while self.waiting and self.waiting[0][3] is not None:
+                self.by_index.pop(index)[2] = stats
+        while self.waiting and self.waiting[0][2] is not None:
             self.writer.add(*self.waiting.popleft())
 
     def drain(self):
@@ -244,11 +259,13 @@ class BlockQueue:
 
 
 def write_shards(plan, num_workers, quiet):
-    """Runs every block of the shards not yet complete and writes them. Returns (the
-    final summary, {path: entry} of the complete shards). Stopped (SIGTERM, SIGINT) and
-    any failure leave the complete shards and remove everything else."""
+    """Runs every block not yet written and deals its pieces to the shards. Returns (the
+    final summary, {path: entry} of the complete shards). Stopped (SIGTERM, SIGINT)
+    keeps what the shards hold (ShardWriter.save_progress) for the same command to go
+    on from; any other failure leaves the shards a previous run completed and removes
+    everything else."""
     pool = writer = None
-    finished = False
+    finished, stopped = False, None
     with stop_on_signals():
         try:
             # No more processes than blocks (each costs ~70 MB); the output does not
@@ -259,7 +276,12 @@ def write_shards(plan, num_workers, quiet):
                 from bert_tf.pretraining_data.pool import WorkerPool
                 pool = WorkerPool(processes - 1, plan.settings)
             writer = ShardWriter(plan.shards, plan.done, plan.summary_path, plan.config,
-                                 plan.total, quiet)
+                                 plan.total, quiet, plan.progress)
+            if plan.progress:
+                print(f"resuming: the shards hold the first {plan.progress['next_block']} "
+                      f"block(s) a stopped run wrote "
+                      f"({100 * plan.progress['written_bytes'] / max(plan.total, 1):.0f}% "
+                      f"of the input)", flush=True)
             # --num_workers N: this process and N - 1 worker processes share the blocks.
             # This one takes a block whenever the workers' queues are full, so no process
             # sits idle just dispatching (and the tree holds one interpreter less).
@@ -273,30 +295,37 @@ def write_shards(plan, num_workers, quiet):
             summary = writer.finish()
             finished = True
         except Stopped as e:
-            complete = len(writer.entries) if writer is not None else len(plan.done)
-            raise Stopped(f"{e}: stopped; {complete} of {len(plan.shards)} shard(s) "
-                          f"complete, run the same command again to resume") from None
+            stopped = str(e)
+            if writer is not None:
+                writer.save_progress()
         finally:
-            _clean_up(plan, writer, pool, finished)
+            _clean_up(plan, writer, pool, finished, resumable=not finished and stopped)
+    if not finished:
+        share = writer.written_bytes / max(plan.total, 1) if writer is not None else 0
+        raise Stopped(f"{stopped}: stopped; the shards hold {100 * share:.0f}% of the input "
+                      f"so far, run the same command again to resume") from None
     return summary, writer.entries
 
 
-def _clean_up(plan, writer, pool, finished):
+def _clean_up(plan, writer, pool, finished, resumable=False):
     """The end of write_shards, however it ends: the writer closed, the workers killed,
-    and after a failure every temporary file of the shards not complete removed."""
+    the part files removed; after a failure that is no stop, every temporary file of the
+    shards not complete too."""
     if writer is not None:
         writer.close()
     if pool is not None:
         pool.close(kill=True)
-    if not finished:
-        # The workers are gone (killed and waited for): no part file appears any more. A
-        # rerun redoes every shard not complete from its first block and needs none of
-        # the temporary files, which go (a block interrupted between its shard and its
-        # part file included).
+    # The workers are gone (killed and waited for): no part file appears any more.
+    for path in plan.shards:
+        shards_lib.remove_parts(path)
+    if not finished and not resumable:
+        # A rerun redoes every shard not complete from the first block and needs none of
+        # the temporary files.
         complete = writer.entries if writer is not None else plan.done
         for path in plan.shards:
             if path not in complete:
                 storage.remove_temporaries(path)
+        storage.remove(plan.progress_path)
 
 
 def check_written(plan, summary, written):
@@ -330,5 +359,6 @@ def run(args):
         summary, written = write_shards(plan, args.num_workers, args.quiet)
     for path in plan.shards:    # the summary lists them now (summary.read_previous)
         storage.remove(path + ENTRY_SUFFIX)
+    storage.remove(plan.progress_path)
     check_written(plan, summary, written)
     return summary

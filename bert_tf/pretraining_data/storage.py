@@ -136,27 +136,6 @@ def glob(pattern):
     return [m.path for m in result.metadata_list]
 
 
-def append_file(src_path, dst):
-    """Appends a local file to an open local binary file, in the kernel where it can
-    (sendfile)."""
-    dst.flush()
-    with open(src_path, "rb") as src:
-        size = os.fstat(src.fileno()).st_size
-        sent = 0
-        try:
-            while sent < size:
-                n = os.sendfile(dst.fileno(), src.fileno(), sent, size - sent)
-                if n == 0:
-                    break
-                sent += n
-        except (AttributeError, OSError):
-            pass   # no sendfile here: copy what is left in Python
-        if sent < size:
-            src.seek(sent)
-            dst.seek(0, os.SEEK_END)
-            shutil.copyfileobj(src, dst, 1 << 20)
-
-
 def remove_temporaries(path):
     """Removes `path`'s temporary pieces (PATH.tmp, PATH.tmp-partN, PATH.tmp-entry.json)."""
     if not is_url(path):
@@ -212,15 +191,6 @@ def write_bytes(path, data):
 def read_bytes(path):
     with open_read(path) as f:
         return f.read()
-
-
-def copy_into(src, dst_file):
-    """Appends the file `src` to the open binary file `dst_file`."""
-    if not is_url(src) and hasattr(dst_file, "fileno"):
-        append_file(src, dst_file)
-        return
-    with open_read(src) as f:
-        shutil.copyfileobj(f, dst_file, 1 << 20)
 
 
 _local_copies = {}
