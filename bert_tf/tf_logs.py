@@ -20,6 +20,7 @@ it (`--help`, create_pretraining_data's workers) stay fast.
 
 import importlib.abc
 import importlib.util
+import json
 import os
 import sys
 
@@ -36,7 +37,7 @@ class _QuietLoader(importlib.abc.Loader):
             self.loader.exec_module(module)
             if not os.path.exists("/proc/driver/nvidia"):
                 module.config.list_physical_devices()
-            if _splits_the_cpu():
+            if _configures_devices():
                 _deferred.append(module)    # spent by spend_int64_notice()
             else:
                 _spend_int64_notice(module)
@@ -61,22 +62,39 @@ def _spend_int64_notice(tf):
 _deferred = []
 
 
-def _splits_the_cpu():
-    """Whether this command will split the CPU into logical devices (--cpu_devices N > 1,
-    pretraining/distribution.py's split_cpu): TensorFlow refuses that once an op has run,
-    so the notice's op must wait until the devices are set."""
+def _flag(name):
+    """The value of --name in this command's arguments, or None."""
     args = sys.argv[1:]
     for i, arg in enumerate(args):
-        value = arg.split("=", 1)[1] if arg.startswith("--cpu_devices=") else \
-            args[i + 1] if arg == "--cpu_devices" and i + 1 < len(args) else None
-        if value is not None:
-            return value.strip().isdigit() and int(value) > 1
-    return False
+        if arg.startswith(f"--{name}="):
+            return arg.split("=", 1)[1]
+        if arg == f"--{name}" and i + 1 < len(args):
+            return args[i + 1]
+    return None
+
+
+def _configures_devices():
+    """Whether this command will set up its devices after import, which TensorFlow
+    refuses once an op has run, so the notice's op must wait (spend_int64_notice, called
+    by pretraining/distribution.py once they are set): the CPU split into logical
+    devices (--cpu_devices N > 1), a multi-worker cluster (TF_CONFIG, whose collective
+    ops are configured by the strategy) or a TPU."""
+    cpus = (_flag("cpu_devices") or "").strip()
+    if cpus.isdigit() and int(cpus) > 1:
+        return True
+    if _flag("tpu") or _flag("strategy") in ("multi_worker", "tpu"):
+        return True
+    try:
+        cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster") or {}
+    except (ValueError, AttributeError):
+        return False
+    return sum(len(cluster.get(job) or []) for job in ("chief", "worker")) > 1
 
 
 def spend_int64_notice():
     """The int64 notice spent with descriptor 2 muted, once the logical devices are set
-    (split_cpu calls it); nothing when it was spent at import."""
+    (pretraining/distribution.py's create_strategy calls it); nothing when it was spent at
+    import."""
     while _deferred:
         module = _deferred.pop()
         with _stderr_to_devnull():

@@ -311,7 +311,7 @@ def compare_choices(minilm_dir, workdir, heads=("linear",), lstm_units=768, epoc
         head.run_eagerly = model.feature_head == "linear"
         head.fit(ner.make_dataset(dict(train, frozen=frozen_train), 16, training=True,
                                   seed=seed, length_batching="sort").repeat(),
-                 steps_per_epoch=steps, epochs=1, verbose=0)
+                 steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False)
         tags = ner.predict_tags(head, dev, dict(dev_features, frozen=frozen_dev), labels, 80,
                                 "longest")
         return conlleval.evaluate([s.tags for s in dev.sentences], tags)["f1"]

@@ -668,7 +668,7 @@ def fine_tune_minilm_and_random(minilm_dir, build_model, compile_model, train_ds
         for variable in model.optimizer.variables:
             variable.assign(np.zeros(variable.shape, variable.dtype))
         keras.utils.set_random_seed(seed)
-        model.fit(train_ds, epochs=1, steps_per_epoch=num_steps, verbose=0)
+        model.fit(train_ds, epochs=1, steps_per_epoch=num_steps, verbose=0, shuffle=False)
         scores.append(score(model))
     keras.backend.clear_session()
     return scores

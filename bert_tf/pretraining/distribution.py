@@ -21,8 +21,6 @@ def split_cpu(num_devices):
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * num_devices)
-        from bert_tf.tf_logs import spend_int64_notice
-        spend_int64_notice()
 
 
 def _tf_config_workers():
@@ -39,6 +37,14 @@ def create_strategy(name="auto", tpu=None, tpu_zone=None, gcp_project=None, cpu_
     auto: TPU when --tpu is given, multi_worker when TF_CONFIG names several workers,
     mirrored over all GPUs when there are several, otherwise one device.
     """
+    strategy = _create_strategy(name, tpu, tpu_zone, gcp_project, cpu_devices)
+    # The devices are set: the quiet start-up's one op may run now (bert_tf/tf_logs.py).
+    from bert_tf.tf_logs import spend_int64_notice
+    spend_int64_notice()
+    return strategy
+
+
+def _create_strategy(name, tpu, tpu_zone, gcp_project, cpu_devices):
     if name not in STRATEGIES:
         raise ValueError(f"--strategy must be one of {STRATEGIES}, got {name!r}")
     if name == "auto":
