@@ -25,14 +25,35 @@ import numpy as np
 import tensorflow as tf
 
 
+def vnni():
+    """Whether this CPU multiplies u8 x s8 with VNNI (or AMX): its products accumulate in
+    int32. Without it (AVX2, AVX-512 without VNNI) oneDNN's kernel adds pairs of
+    products in int16 with saturation (vpmaddubsw): two products of 255 x 127 exceed
+    32,767, and an answer came out wrong by up to 0.5 (tests/test_export_int8.py)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = set(f.read().split())
+    except OSError:
+        return True
+    return bool(flags & {"avx512_vnni", "avx_vnni", "amx_int8"})
+
+
+# The int8 weights' levels (127: -127..127). Where the kernel would saturate (no VNNI on
+# the exporting machine), 63: two products of 255 x 63 stay below 32,767 (ONNX Runtime's
+# `reduce_range` for such CPUs), at one bit of the weights' precision. An export made
+# on a VNNI CPU is for VNNI CPUs (docs/serving.md, "int8").
+WEIGHT_LEVELS = 127 if vnni() else 63
+
+
 class Int8Dense:
     """A float32 Dense layer's inference (x @ kernel + bias on [rows, in]) with int8
     weights and a per-call uint8 quantization of x. `kernel` and `bias` stay readable as
     float32 (a transformer block reads the query/key/value kernel's columns directly for
     its [CLS]-only pass, which stays float32).
 
-    Each output column has its own weight scale (its largest |weight| maps to 127). The
-    kernel takes one weight range per matrix, so it is told the range [-1, 1] and its
+    Each output column has its own weight scale (its largest |weight| maps to the top
+    level, WEIGHT_LEVELS). The kernel takes one weight range per matrix, so it is told
+    the range [-1, 1] (the int8 values read as q / 127) and its
     float32 output is multiplied by the columns' scales afterwards; the bias, divided by
     those scales, goes into the kernel's bias. One scale per matrix instead would cost
     BERT's few large residual-stream columns' neighbours their precision: on the topics
@@ -45,8 +66,10 @@ class Int8Dense:
         self.kernel = kernel
         self.bias = np.asarray(dense.bias, np.float32)
         self.units = kernel.shape[1]
-        self.column_scales = np.maximum(np.abs(kernel).max(axis=0), 1e-12) / 127.0
-        self.weights = np.clip(np.round(kernel / self.column_scales), -127, 127).astype(np.int8)
+        self.levels = WEIGHT_LEVELS
+        self.column_scales = np.maximum(np.abs(kernel).max(axis=0), 1e-12) / self.levels
+        self.weights = np.clip(np.round(kernel / self.column_scales), -self.levels,
+                               self.levels).astype(np.int8)
         # Column sums of the weights as the kernel reads them (int8 / 127): the zero
         # point's share of the product.
         self.column_sums = self.weights.astype(np.float32).sum(axis=0) / 127.0
