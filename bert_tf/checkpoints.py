@@ -49,14 +49,12 @@ def detect_format(path):
     if os.path.isfile(os.path.join(path, "saved_model.pb")):
         raise ValueError(f"{path}: a SavedModel without a BERT encoder's variables (a TF Hub "
                          f"preprocessing model? give the encoder's directory)")
+    expected = "; ".join(f.holds for f in formats() if f.holds)
     if os.path.isdir(path):
-        raise ValueError(f"{path}: no checkpoint found (expected {GOOGLE_CKPT_NAME}.index, "
-                         f"{HF_WEIGHTS_NAME}, {HF_TORCH_NAME}, {KERAS_MODEL_NAME}, a keras-hub "
-                         f"preset's config.json + model.weights.h5 or a TF Hub encoder's "
-                         f"saved_model.pb)")
+        raise ValueError(f"{path}: no checkpoint found (expected {expected})")
     if not os.path.exists(path) and not glob.glob(glob.escape(path) + ".*"):
         raise FileNotFoundError(f"{path}: no such file or directory")
-    raise ValueError(f"{path}: not a google TF1 checkpoint, HF directory or .keras file")
+    raise ValueError(f"{path}: not a checkpoint of a known format (expected {expected})")
 
 
 def read_checkpoint(path, input_format="auto", bert_config_file=None):

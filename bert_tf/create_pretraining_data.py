@@ -37,6 +37,8 @@ from bert_tf.pretraining_data.shards import shard_paths
 from bert_tf.pretraining_data.summary import print_summary
 
 PROG = "python -m bert_tf.create_pretraining_data"
+# The flags' defaults are the settings' (google's): one place states them.
+DEFAULTS = inputs.Settings(vocab_file=None)
 
 
 def default_workers():
@@ -57,20 +59,22 @@ def parse_args(argv=None):
          help="output TFRecord file, or comma-separated files (one shard each), or with "
               "--num_shards N a prefix: PREFIX-00000-of-0000N ...")
     flag("vocab_file", required=True, help="WordPiece vocabulary of the model")
-    boolean(p, "--do_lower_case", default=True,
+    boolean(p, "--do_lower_case", default=DEFAULTS.do_lower_case,
             help="lower-case and strip accents (uncased models)")
-    boolean(p, "--do_whole_word_mask", default=False,
+    boolean(p, "--do_whole_word_mask", default=DEFAULTS.do_whole_word_mask,
             help="mask whole words (80/10/10 drawn once per word)")
-    flag("max_seq_length", type=int, default=128, help="tokens per example, padded")
-    flag("max_predictions_per_seq", type=int, default=20,
+    flag("max_seq_length", type=int, default=DEFAULTS.max_seq_length,
+         help="tokens per example, padded")
+    flag("max_predictions_per_seq", type=int, default=DEFAULTS.max_predictions_per_seq,
          help="most masked-LM predictions per example")
-    flag("random_seed", type=int, default=12345, help="the output is a function of it")
+    flag("random_seed", type=int, default=DEFAULTS.random_seed,
+         help="the output is a function of it")
     flag("dupe_factor", type=int, default=None,
-         help="passes over the corpus, each with different masks (default: 10; 1 with "
-              "--masking=none)")
-    flag("masked_lm_prob", type=float, default=0.15,
+         help=f"passes over the corpus, each with different masks (default: "
+              f"{DEFAULTS.dupe_factor}; 1 with --masking=none)")
+    flag("masked_lm_prob", type=float, default=DEFAULTS.masked_lm_prob,
          help="share of an example's tokens to predict")
-    flag("short_seq_prob", type=float, default=0.1,
+    flag("short_seq_prob", type=float, default=DEFAULTS.short_seq_prob,
          help="probability of a shorter random target length (per document and pass)")
     # Ours.
     flag("num_shards", type=int, default=None,
@@ -79,12 +83,12 @@ def parse_args(argv=None):
     flag("num_workers", type=int, default=default_workers(),
          help="processes that share the work (this one and N-1 workers; default: all "
               "cores); the output does not depend on it")
-    flag("max_ngram_size", type=int, default=1,
+    flag("max_ngram_size", type=int, default=DEFAULTS.max_ngram_size,
          help="mask spans of up to N words (or pieces), P(n) ~ 1/n; 1: no n-grams")
-    flag("masking", default="static", choices=("static", "none"),
+    flag("masking", default=DEFAULTS.masking, choices=("static", "none"),
          help="static: masked-LM predictions drawn here (google's); none: no masks, for "
               "run_pretraining --masking=dynamic, which draws new ones for every batch")
-    flag("next_sentence", default="nsp", choices=("nsp", "sop", "none"),
+    flag("next_sentence", default=DEFAULTS.next_sentence, choices=("nsp", "sop", "none"),
          help="the second task's labels: nsp (google's: B is random half the time), sop "
               "(ALBERT's sentence order: B is the next text, swapped with A half the time) "
               "or none (RoBERTa's FULL-SENTENCES: one span of whole sentences, read on "
@@ -95,13 +99,13 @@ def parse_args(argv=None):
               "characters of a word together; implies --do_whole_word_mask (with "
               "--masking=none the words are marked in the shards, for run_pretraining "
               "--masking=dynamic --do_whole_word_mask)")
-    boolean(p, "--gzip", default=False,
+    boolean(p, "--gzip", default=DEFAULTS.gzip,
             help="gzip the shards (read with compression_type='GZIP')")
-    flag("input_format", default="lines", choices=inputs.INPUT_FORMATS,
+    flag("input_format", default=DEFAULTS.input_format, choices=inputs.INPUT_FORMATS,
          help="lines: a sentence per line, blank line between documents (google's); "
               "paragraphs: blank line between documents, sentences found by punctuation; "
               "jsonl: a JSON object per line and document")
-    flag("jsonl_field", default="text", help="text field of --input_format jsonl")
+    flag("jsonl_field", default=DEFAULTS.jsonl_field, help="text field of --input_format jsonl")
     flag("input_tfds", default=None,
          help="instead of --input_file: a prepared tensorflow-datasets text dataset, "
               "NAME[/CONFIG][:VERSION] (wikipedia/20230601.en, c4/en), a document per "
@@ -125,7 +129,7 @@ def parse_args(argv=None):
         p.error(f"unrecognized arguments: {' '.join(beam_args)}")
     args.beam_args = [f"--runner={args.runner}"] + beam_args if args.runner else []
     if args.dupe_factor is None:
-        args.dupe_factor = 1 if args.masking == "none" else 10
+        args.dupe_factor = 1 if args.masking == "none" else DEFAULTS.dupe_factor
     return args
 
 

@@ -52,10 +52,11 @@ def is_side_file(path):
 
 
 def split_patterns(patterns):
-    """Comma-separated patterns (or a list of them) -> list, empty items dropped."""
+    """Comma-separated patterns (or a list of them) -> list, each stripped of the spaces
+    around it (`a.txt, b.txt`), empty items dropped: every command's one rule."""
     if isinstance(patterns, str):
         patterns = patterns.split(",")
-    return [p for p in patterns if p]
+    return [p.strip() for p in patterns if p.strip()]
 
 
 def match(pattern, glob_fn=glob.glob, exists=os.path.exists, skip=()):

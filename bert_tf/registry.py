@@ -54,7 +54,6 @@ import contextlib
 import dataclasses
 import difflib
 import http.client
-import json
 import os
 import re
 import shutil
@@ -68,6 +67,9 @@ import urllib.request
 import zipfile
 import zlib
 
+from bert_tf.checkpoint_formats.core import GOOGLE_CONFIG_NAME, HF_CONFIG_NAME, VOCAB_NAME
+from bert_tf.checkpoint_formats.google import GOOGLE_CKPT_NAME
+from bert_tf.checkpoint_formats.hf import HF_WEIGHTS_NAME, safetensors_header
 from bert_tf.files import file_sha256
 
 GOOGLE_ZIP = "google zip"   # one zip of a TF1 checkpoint, unpacked into the cache
@@ -77,11 +79,12 @@ HF_FILES = "hf files"       # files of an HF hub repository, fetched one by one
 GOOGLE_BASE = "https://storage.googleapis.com/bert_models"
 MODEL_GARDEN_BASE = "https://storage.googleapis.com/tf_model_garden"
 HF_BASE = "https://huggingface.co"
-HF_FILE_NAMES = ("config.json", "model.safetensors", "vocab.txt")
+# The file names are the formats' own (bert_tf/checkpoint_formats/).
+HF_FILE_NAMES = (HF_CONFIG_NAME, HF_WEIGHTS_NAME, VOCAB_NAME)
 # What an unpacked google zip must hold besides its weights' data shard; a Model Garden
 # tar.gz, besides its checkpoint's .index and data shard (their prefix varies).
-GOOGLE_FILES = ("bert_model.ckpt.index", "bert_config.json", "vocab.txt")
-MODEL_GARDEN_FILES = ("bert_config.json", "vocab.txt")
+GOOGLE_FILES = (GOOGLE_CKPT_NAME + ".index", GOOGLE_CONFIG_NAME, VOCAB_NAME)
+MODEL_GARDEN_FILES = (GOOGLE_CONFIG_NAME, VOCAB_NAME)
 
 CHUNK = 1 << 20
 TIMEOUT_S = 60           # a stalled connection fails after this long without data
@@ -446,19 +449,10 @@ def _fetch_hf(entry, name, final, log):
 
 
 def _check_safetensors(name, path, address):
-    """A safetensors file is an 8-byte header length, a JSON header, then exactly the data
-    the header's offsets cover: anything else is a damaged file."""
-    size = os.path.getsize(path)
+    """A safetensors file laid out as its header says (hf.safetensors_header); anything
+    else is a damaged download."""
     try:
-        with open(path, "rb") as f:
-            (length,) = struct.unpack("<Q", f.read(8))
-            if length > size - 8:
-                raise ValueError("header longer than the file")
-            header = json.loads(f.read(length))
-        end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"),
-                  default=0)
-        if 8 + length + end != size:
-            raise ValueError(f"{size} bytes, the header describes {8 + length + end}")
+        safetensors_header(path)
     except (ValueError, KeyError, TypeError, IndexError, struct.error) as e:
         os.remove(path)
         raise CorruptDownloadError(f"{name}: {path} (from {address}) is not a valid "

@@ -5,9 +5,8 @@ so a machine without TensorFlow (create_pretraining_data's processes; Keras' JAX
 PyTorch backends) writes and reads the shards.
 
 Writing: a batch of rows of fixed-length lists is encoded at once with NumPy (~50x faster
-than one protobuf message per row). Bytes are exactly those of
-`tf.train.Example(...).SerializeToString(deterministic=True)` (map entries sorted by key),
-and files those of `tf.io.TFRecordWriter`; tests compare both byte for byte.
+than one protobuf message per row), bytes exactly those of TensorFlow's deterministic
+serialization and `tf.io.TFRecordWriter` (tests compare both byte for byte).
 
 Encoding (protobuf wire format; tag = field number << 3 | wire type, 2 = length-delimited):
     Example   = 0x0A len Features
@@ -346,6 +345,35 @@ def frame_records(parts):
 
 # ------------------------------------------------------------------------------ reading
 
+class FramingError(Exception):
+    """The record at a file's position is not whole: `kind` "header cut", "bad length
+    checksum" or "data cut"; `header`: the header bytes read; `have` / `need`: the
+    record's bytes there and those its length asks for. Each reader words it its way."""
+
+    def __init__(self, kind, header, have, need):
+        super().__init__(kind)
+        self.kind, self.header, self.have, self.need = kind, header, have, need
+
+
+def read_framed(f):
+    """The next record of the binary file `f`, its length's checksum checked: (data, the
+    data's stored masked CRC32C, which the caller checks), or None at the end of the
+    file; FramingError when it is not whole. The one reading of TFRecord framing (8-byte
+    little-endian length, its masked CRC32C, the data, the data's masked CRC32C)."""
+    header = f.read(12)
+    if not header:
+        return None
+    if len(header) < 12:
+        raise FramingError("header cut", header, len(header), 12)
+    length, length_crc = struct.unpack("<QI", header)
+    if masked_crc32c(header[:8]) != length_crc:
+        raise FramingError("bad length checksum", header, 12, 12)
+    data = f.read(length + 4)
+    if len(data) < length + 4:
+        raise FramingError("data cut", header, 12 + len(data), 16 + length)
+    return data[:length], struct.unpack("<I", data[length:])[0]
+
+
 def read_records(path):
     """Yields (offset, data) for each record of the local TFRecord file at `path`;
     ValueError naming the file and byte offset for a cut or foreign record.
@@ -357,22 +385,18 @@ def read_records(path):
     with open(path, "rb") as f:
         offset = 0
         while True:
-            header = f.read(12)
-            if not header:
+            try:
+                record = read_framed(f)
+            except FramingError as e:
+                if e.kind == "bad length checksum":
+                    raise ValueError(f"{path}: record at byte {offset} has a bad length "
+                                     f"checksum (not a TFRecord file, or corrupted)") from None
+                raise ValueError(f"{path}: record at byte {offset} is cut short "
+                                 f"(a truncated TFRecord file?)") from None
+            if record is None:
                 return
-            if len(header) < 12:
-                raise ValueError(f"{path}: record at byte {offset} is cut short "
-                                 f"(a truncated TFRecord file?)")
-            length, length_crc = struct.unpack("<QI", header)
-            if masked_crc32c(header[:8]) != length_crc:
-                raise ValueError(f"{path}: record at byte {offset} has a bad length "
-                                 f"checksum (not a TFRecord file, or corrupted)")
-            data = f.read(length + 4)
-            if len(data) < length + 4:
-                raise ValueError(f"{path}: record at byte {offset} is cut short "
-                                 f"(a truncated TFRecord file?)")
-            yield offset, data[:length]
-            offset += 12 + length + 4
+            yield offset, record[0]
+            offset += 16 + len(record[0])
 
 
 # ---------------------------------------------------------- protocol-buffer decoding

@@ -56,7 +56,7 @@ def expand_files(input_file):
     A path that exists as written is taken literally; globs skip side files
     (bert_tf/file_patterns.py)."""
     files = []
-    for pattern in file_patterns.split_patterns([p.strip() for p in input_file.split(",")]):
+    for pattern in file_patterns.split_patterns(input_file):
         matches = file_patterns.match(pattern, tf.io.gfile.glob, tf.io.gfile.exists)
         if not matches:
             raise FileNotFoundError(f"{pattern}: no such file (no file matches it)")

@@ -192,7 +192,7 @@ def create_strategy(config):
 def resolve_paths(config):
     """The config with vocab_file / bert_config_file found beside the checkpoint; one
     clear error when neither is found."""
-    from bert_tf.checkpoints import vocab_beside
+    from bert_tf.checkpoints import GOOGLE_CONFIG_NAME, HF_CONFIG_NAME, vocab_beside
     from bert_tf.registry import resolve_checkpoint
     base = None
     if config.init_checkpoint:
@@ -200,7 +200,7 @@ def resolve_paths(config):
         base = local if os.path.isdir(local) else os.path.dirname(local)
     bert_config_file = config.bert_config_file
     if bert_config_file is None and base:
-        for name in ("bert_config.json", "config.json"):
+        for name in (GOOGLE_CONFIG_NAME, HF_CONFIG_NAME):
             if os.path.exists(os.path.join(base, name)):
                 bert_config_file = os.path.join(base, name)
                 break

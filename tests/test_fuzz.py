@@ -199,7 +199,7 @@ cc = argv_of({"input": lambda ns, out: ns.google, "output": lambda ns, out: out,
 flag_rows(CC, cc, [
     ({"input": "@root/nope"}, "{root}/nope: no such file, directory or checkpoint prefix"),
     ({"input": "@shard_dir"}, "{shard_dir}: no checkpoint found"),
-    ({"input": "@corpus_good"}, "{corpus_good}: not a google TF1 checkpoint"),
+    ({"input": "@corpus_good"}, "{corpus_good}: not a checkpoint of a known format"),
     ({"output_format": "onnx"}, "argument --output_format: invalid choice: 'onnx'"),
     ({"input": "@hf_cut"}, "{hf_cut}/model.safetensors: not a readable safetensors file"),
     ({"input": "@hf_flipped"}, "{hf_flipped}/model.safetensors: not a readable safetensors file"),

@@ -61,6 +61,8 @@ class CheckpointFormat:
         formats are tried first (Model Garden's TF2 files carry google's file name).
     vocab(path) -> the vocabulary file a checkpoint of this format keeps, or None; None
         (the default) for the vocab.txt beside the checkpoint, google's and HF's place.
+    holds: what a path of this format is, in words (the error for a path that is none
+        of the formats lists every format's).
     """
     name: str
     detect: Callable
@@ -70,6 +72,7 @@ class CheckpointFormat:
     file_suffix: Optional[str] = None
     looks_inside: bool = False
     vocab: Optional[Callable] = None
+    holds: str = ""
 
 
 _REGISTRY = {}

@@ -98,4 +98,5 @@ def write_google_checkpoint(model, directory, vocab_file=None):
 
 register_format(CheckpointFormat(
     "google", detect=lambda path: google_prefix(path) is not None,
-    read=read_google_checkpoint, write=write_google_checkpoint))
+    read=read_google_checkpoint, write=write_google_checkpoint,
+    holds=f"{GOOGLE_CKPT_NAME}.index (google TF1; its prefix, or its folder)"))

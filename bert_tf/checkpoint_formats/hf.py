@@ -91,13 +91,32 @@ def _widened(array):
         "bfloat16", "float16") else array
 
 
-def _read_safetensors_widened(file):
-    """{name: np.ndarray} of a safetensors file read from its layout (8-byte little-endian
-    header length, JSON header of dtype/shape/data_offsets, then the data), with BF16 and
-    F16 widened to float32: numpy cannot hold bfloat16."""
+def safetensors_header(file):
+    """(header length, header) of a safetensors file, its layout checked: an 8-byte
+    little-endian header length, a JSON header (dtype, shape and data_offsets of each
+    tensor, and __metadata__), then exactly the data the offsets cover. ValueError (or
+    struct.error, for a file shorter than 8 bytes) when it is not laid out so: cut
+    short, or damaged. The one reading of the layout (the download cache checks files
+    with it too: bert_tf/registry.py)."""
+    size = os.path.getsize(file)
     with open(file, "rb") as f:
-        (size,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(size))
+        (length,) = struct.unpack("<Q", f.read(8))
+        if length > size - 8:
+            raise ValueError("header longer than the file")
+        header = json.loads(f.read(length))
+    end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"),
+              default=0)
+    if 8 + length + end != size:
+        raise ValueError(f"{size} bytes, the header describes {8 + length + end}")
+    return length, header
+
+
+def _read_safetensors_widened(file):
+    """{name: np.ndarray} of a safetensors file read from its layout (safetensors_header),
+    with BF16 and F16 widened to float32: numpy cannot hold bfloat16."""
+    length, header = safetensors_header(file)
+    with open(file, "rb") as f:
+        f.seek(8 + length)
         data = f.read()
     out = {}
     for name, entry in header.items():
@@ -227,4 +246,5 @@ def is_hf(path):
 
 
 register_format(CheckpointFormat("hf", detect=is_hf, read=read_hf_checkpoint,
-                                 write=write_hf_checkpoint, hf_names=True))
+                                 write=write_hf_checkpoint, hf_names=True,
+                                 holds=f"{HF_WEIGHTS_NAME} or {HF_TORCH_NAME} (HF)"))

@@ -71,4 +71,5 @@ def write_keras_model(model, path, vocab_file=None):
 
 
 register_format(CheckpointFormat("keras", detect=is_keras, read=read_keras_model,
-                                 write=write_keras_model, file_suffix=".keras"))
+                                 write=write_keras_model, file_suffix=".keras",
+                                 holds=f"a .keras file, or {KERAS_MODEL_NAME} in a folder"))

@@ -287,9 +287,8 @@ def lowercase_vocab(vocab_file):
     """True when lower-casing changes no ordinary token of `vocab_file` (an uncased
     vocabulary; "ℝ" is upper case but has no lower case, and bert-base-uncased has it):
     what the keras-hub tokenizer's `lowercase` is set to."""
-    with open(vocab_file, encoding="utf-8") as f:
-        tokens = [line.rstrip("\n") for line in f]
-    return all(t == t.lower() for t in tokens if not t.startswith("["))
+    from bert_tf.text_rules import load_vocab
+    return all(t == t.lower() for t in load_vocab(vocab_file) if not t.startswith("["))
 
 
 def write_keras_hub_preset(model, directory, vocab_file=None):
@@ -312,4 +311,6 @@ def write_keras_hub_preset(model, directory, vocab_file=None):
 
 register_format(CheckpointFormat("keras_hub", detect=is_preset, read=read_keras_hub_preset,
                                  write=write_keras_hub_preset, hf_names=True,
-                                 vocab=preset_vocab))
+                                 vocab=preset_vocab,
+                                 holds=f"a keras-hub preset's {PRESET_CONFIG} + "
+                                       f"{PRESET_WEIGHTS}"))

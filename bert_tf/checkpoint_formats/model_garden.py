@@ -394,4 +394,5 @@ def write_model_garden_checkpoint(model, directory, vocab_file=None):
 register_format(CheckpointFormat(
     "model_garden", detect=lambda path: model_garden_prefix(path) is not None,
     read=read_model_garden_checkpoint, write=write_model_garden_checkpoint,
-    looks_inside=True))
+    looks_inside=True, holds="a Model Garden TF2 checkpoint (ckpt-N or bert_model.ckpt "
+                             "with an encoder object)"))

@@ -67,4 +67,5 @@ def read_pretraining_run(path, bert_config_file=None):
 
 register_format(CheckpointFormat(
     "pretraining_run", detect=is_pretraining_run, read=read_pretraining_run, write=None,
-    looks_inside=True, vocab=run_vocab))
+    looks_inside=True, vocab=run_vocab,
+    holds=f"a run_pretraining --output_dir ({RUN_SETTINGS} and ckpt-N)"))

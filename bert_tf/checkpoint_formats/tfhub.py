@@ -421,4 +421,4 @@ def _with_default_length(tf, pack_fn, spec, default):
 register_format(CheckpointFormat(
     "tfhub", detect=lambda path: tfhub_dir(path) is not None,
     read=read_tfhub_saved_model, write=write_tfhub_saved_model, looks_inside=True,
-    vocab=tfhub_vocab))
+    vocab=tfhub_vocab, holds=f"a TF Hub encoder's {SAVED_MODEL_NAME}"))

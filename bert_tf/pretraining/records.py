@@ -19,7 +19,7 @@ import struct
 
 import numpy as np
 
-from bert_tf.tfrecord import masked_crc32c, masked_crc32c_rows
+from bert_tf.tfrecord import FramingError, masked_crc32c, masked_crc32c_rows, read_framed
 
 
 class RecordError(ValueError):
@@ -94,20 +94,24 @@ def first_record(path):
     """The data of the file's first record, its framing and both checksums checked:
     RecordError naming the file and offset otherwise (a file that is not a TFRecord file,
     a cut record, a corrupted one)."""
+    def too_short(size):
+        return RecordError(f"{path}: not a TFRecord file ({size} bytes, shorter than a "
+                           f"record header)", path, 0, skippable=False)
     with _open(path) as f:
-        header = f.read(12)
-        if len(header) < 12:
-            raise RecordError(f"{path}: not a TFRecord file ({len(header)} bytes, shorter "
-                              f"than a record header)", path, 0, skippable=False)
-        length, length_crc = struct.unpack("<QI", header)
-        if masked_crc32c(header[:8]) != length_crc:
-            raise _bad_header(path, 0, header)
-        data = f.read(length + 4)
-    if len(data) < length + 4:
-        raise _cut_short(path, 0, 12 + len(data), 16 + length)
-    if masked_crc32c(data[:length]) != struct.unpack("<I", data[length:])[0]:
+        try:
+            record = read_framed(f)
+        except FramingError as e:
+            if e.kind == "bad length checksum":
+                raise _bad_header(path, 0, e.header) from None
+            if e.kind == "data cut":
+                raise _cut_short(path, 0, e.have, e.need) from None
+            raise too_short(e.have) from None
+    if record is None:
+        raise too_short(0)
+    data, data_crc = record
+    if masked_crc32c(data) != data_crc:
         raise _corrupted(path, 0)
-    return bytes(data[:length])
+    return bytes(data)
 
 
 def record_spans(path, buf=None):
@@ -191,15 +195,11 @@ def _data_fails_checksum(path, offset):
         return False
     with _open(path) as f:
         f.seek(offset)
-        header = f.read(12)
-        if len(header) < 12:
+        try:
+            record = read_framed(f)
+        except FramingError:
             return False
-        length, length_crc = struct.unpack("<QI", header)
-        if masked_crc32c(header[:8]) != length_crc:
-            return False
-        data = f.read(length + 4)
-    return len(data) == length + 4 and \
-        masked_crc32c(data[:length]) != struct.unpack("<I", data[length:])[0]
+    return record is not None and masked_crc32c(record[0]) != record[1]
 
 
 def locate_damage(paths, offset):

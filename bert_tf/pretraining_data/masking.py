@@ -25,6 +25,8 @@ import dataclasses
 
 import numpy as np
 
+from bert_tf.text_rules import CLS_TOKEN, CONTINUATION_PREFIX, MASK_TOKEN, SEP_TOKEN
+
 # Decisions, as counted in the summary.
 MASKED, RANDOM, KEPT = 0, 1, 2
 # A position's uniform draw u decides: [MASK] below MASK_BELOW, unchanged below KEEP_BELOW,
@@ -254,7 +256,7 @@ class MaskingSpec:
         """From the vocabulary's tokens in id order; ValueError naming a missing token.
         word_marks (with whole_word): the shards' word marks make the words."""
         ids = {t: i for i, t in enumerate(tokens)}
-        for token in ("[CLS]", "[SEP]", "[MASK]"):
+        for token in (CLS_TOKEN, SEP_TOKEN, MASK_TOKEN):
             if token not in ids:
                 raise ValueError(f"the vocabulary has no {token} token, which dynamic "
                                  f"masking needs")
@@ -262,7 +264,8 @@ class MaskingSpec:
             raise ValueError(f"--masked_lm_prob must be in (0, 1], got {masked_lm_prob}")
         if max_ngram_size < 1:
             raise ValueError(f"--max_ngram_size must be >= 1, got {max_ngram_size}")
-        return cls(len(tokens), ids["[MASK]"], ids["[CLS]"], ids["[SEP]"],
+        return cls(len(tokens), ids[MASK_TOKEN], ids[CLS_TOKEN], ids[SEP_TOKEN],
                    max_predictions_per_seq, masked_lm_prob,
-                   tuple(t.startswith("##") for t in tokens) if whole_word else None,
+                   tuple(t.startswith(CONTINUATION_PREFIX) for t in tokens)
+                   if whole_word else None,
                    max_ngram_size, bool(whole_word and word_marks))
