@@ -1,6 +1,7 @@
 """Session fixtures shared by the test files: the embedded corpus and the MiniLM weights."""
 
 import fcntl
+import json
 import os
 
 import pytest
@@ -72,7 +73,83 @@ LONGEST_FIRST = ("test_export_tasks.py", "test_pretraining.py", "test_glue.py", 
                  "test_dynamic_masking.py")
 
 
+# The test tiers (tests/README.md). DURATIONS records each test's seconds on the 2-core CI
+# machine as [setup, call, teardown] (`--record-durations` rewrites it); a test is in the
+# `fast` tier when its whole time there is at most FAST_SECONDS and it needs no module or
+# session fixture that took longer to set up (a trained model, the stdlib corpus), which
+# the fast run would otherwise pay for. A test not recorded yet is fast: it is the one
+# being written.
+DURATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "durations.json")
+FAST_SECONDS = 1.0
+_phases = {}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--record-durations", action="store_true",
+                     help="write every test's setup/call/teardown seconds into "
+                          "tests/durations.json (the fast tier's source)")
+
+
+def recorded_durations():
+    """{node id: [setup, call, teardown] seconds} of tests/durations.json ({} if none)."""
+    if not os.path.exists(DURATIONS):
+        return {}
+    with open(DURATIONS, encoding="utf-8") as f:
+        return json.load(f)["tests"]
+
+
+def fast_items(items, durations):
+    """The items of the fast tier (see DURATIONS), in their order."""
+    def shared_fixtures(item):
+        info = getattr(item, "_fixtureinfo", None)
+        return {name for name, defs in (info.name2fixturedefs.items() if info else ())
+                if defs and defs[-1].scope in ("module", "package", "session")}
+
+    heavy, seen = set(), {}
+    for item in items:
+        new = shared_fixtures(item) - seen.setdefault(item.path, set())
+        seen[item.path] |= new
+        recorded = durations.get(item.nodeid)
+        if recorded and recorded[0] > FAST_SECONDS:
+            heavy |= new
+    return [item for item in items
+            if sum(durations.get(item.nodeid, [0])) <= FAST_SECONDS
+            and not shared_fixtures(item) & heavy]
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """Files in LONGEST_FIRST come first, in its order; the rest keep theirs."""
+    """Files in LONGEST_FIRST come first, in its order; the rest keep theirs. Marks the
+    fast tier."""
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable sort
+    for item in fast_items(items, recorded_durations()):
+        item.add_marker(pytest.mark.fast)
+
+
+def pytest_runtest_logreport(report):
+    """Collects each test's phase times (on the xdist controller too) for
+    --record-durations."""
+    phase = ("setup", "call", "teardown").index(report.when)
+    _phases.setdefault(report.nodeid, [0.0, 0.0, 0.0])[phase] = report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """--record-durations: tests/durations.json updated with this run's times (the tests
+    it did not run keep theirs)."""
+    if not session.config.getoption("record_durations") or \
+            "PYTEST_XDIST_WORKER" in os.environ:
+        return
+    tests = recorded_durations()
+    tests.update({nodeid: [round(t, 2) for t in phases]
+                  for nodeid, phases in _phases.items()})
+    flags = ""
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            words = set(f.read().split())
+        flags = " ".join(sorted(w for w in words if w in (
+            "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16")))
+    with open(DURATIONS + ".tmp", "w", encoding="utf-8") as f:
+        json.dump({"cpus": os.cpu_count(), "cpu_flags": flags,
+                   "tests": dict(sorted(tests.items()))}, f, indent=0)
+        f.write("\n")
+    os.replace(DURATIONS + ".tmp", DURATIONS)

@@ -1,7 +1,7 @@
-"""The code's shape: library modules never import a command (a module that parses flags),
-export/ never imports a fine-tuning command, no import circles, no private name (`_x`)
-used across modules, long files say why they are long, and the README's Python API
-example runs as written."""
+"""The code's shape: every module imports, library modules never import a command (a
+module that parses flags), export/ never imports a fine-tuning command, no import
+circles, no private name (`_x`) used across modules, long files say why they are long,
+and the README's Python API example runs as written."""
 
 import ast
 import os
@@ -163,6 +163,20 @@ def test_no_private_name_is_used_across_modules(tmp_path):
         "probe imports bert_tf.cli._x", "probe uses bert_tf.files._y"]
     wrong = [use for name, path in found.items() for use in private_uses(name, path, found)]
     assert not wrong, wrong
+
+
+@pytest.mark.fast
+def test_every_module_imports():
+    """Each module of the three packages imports (the fast tier's floor: a module no fast
+    test reaches is still compiled and its imports resolved)."""
+    import importlib
+    failed = []
+    for name in sorted(modules()):
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001
+            failed.append(f"{name}: {type(e).__name__}: {e}")
+    assert not failed, failed
 
 
 def test_long_files_say_why():
