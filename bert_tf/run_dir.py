@@ -175,10 +175,15 @@ def encoder_from_task_dir(output_dir, dtype=None):
 
 
 def run_task(output_dir):
-    """The task name of a run directory: the stem of its TASK_config.json."""
+    """The task name of a run directory: the stem of its TASK_config.json (a task
+    model's `TASK`, or a family's stem whose config records its model class)."""
     from bert_tf.task_models import TASK_MODELS
     found = [task for task in TASK_MODELS
              if os.path.exists(os.path.join(output_dir, f"{task}_config.json"))]
+    if os.path.isdir(output_dir) and not found:
+        found = [name[:-len("_config.json")] for name in sorted(os.listdir(output_dir))
+                 if name.endswith("_config.json") and name != "bert_config.json"
+                 and "model" in _json_or_empty(os.path.join(output_dir, name))]
     if not os.path.isdir(output_dir):
         raise FileNotFoundError(f"{output_dir}: not a directory (pass the --output_dir of a "
                                 f"fine-tuning run)")
@@ -188,6 +193,16 @@ def run_task(output_dir):
                                 f"--output_dir of a fine-tuning run), found "
                                 f"{len(found)}")
     return found[0]
+
+
+def _json_or_empty(path):
+    """The JSON object in `path`, or {} when it is not one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def load_task_model(output_dir, task=None, dtype=None, weights=None):

@@ -458,8 +458,12 @@ SQUAD_DEFAULTS = {"doc_stride": 128, "max_query_length": 64, "n_best_size": 20,
 
 
 def build_task_model(task, encoder, config):
-    """The Keras model of fine-tuning task `task` ("glue", "swag", "ner", "squad") with
-    the settings `config` (a run's TASK_config dict)."""
+    """The Keras model of fine-tuning task `task` ("glue", "swag", "ner", "squad", or a
+    family whose run records its model class, `config["model"]`: a class of
+    TASK_MODELS by name) with the settings `config` (a run's TASK_config dict)."""
+    by_name = {cls.__name__: cls for cls in TASK_MODELS.values()}
+    if config.get("model") in by_name:
+        return by_name[config["model"]].from_settings(encoder, config)
     if task not in TASK_MODELS:
         raise ValueError(f"unknown task {task!r}; expected one of {sorted(TASK_MODELS)}")
     return TASK_MODELS[task].from_settings(encoder, config)

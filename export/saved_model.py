@@ -29,13 +29,13 @@ import uuid
 
 from bert_tf.cli import ArgumentParser, DTYPES, boolean, run_main
 from export.limits import MAX_TEXT_BYTES
+from tasks.families import REGISTRY
 
 # From a pretrained checkpoint.
 PRETRAINED = ("pretraining", "embeddings")
-# --task's choices: the pretrained ones, then the task families' export names (written
-# here so that --help needs no TensorFlow; tests/test_driver.py holds them equal to
-# tasks.families.FAMILIES).
-TASKS = PRETRAINED + ("classification", "swag", "ner", "squad")
+# --task's choices: the pretrained ones, then the task families' names (tasks/families'
+# registry, read without TensorFlow, so --help needs none).
+TASKS = PRETRAINED + tuple(REGISTRY)
 
 
 def next_version(output_dir):
@@ -93,17 +93,19 @@ def _build_module(task, checkpoint_dir, vocab_file, do_lower_case, max_seq_lengt
 
 def task_family(task):
     """The task family (a tasks.task.Task class) that --task `task` exports."""
-    from tasks.families import FAMILIES
-    if task not in FAMILIES:
-        raise ValueError(f"--task must be one of {PRETRAINED + tuple(FAMILIES)}, got "
+    from tasks.families import FAMILIES, family_class
+    if task not in REGISTRY and task not in FAMILIES:
+        raise ValueError(f"--task must be one of "
+                         f"{PRETRAINED + tuple(dict.fromkeys([*REGISTRY, *FAMILIES]))}, got "
                          f"{task!r}")
-    return FAMILIES[task]
+    return family_class(task)
 
 
 def load_task_model(task, run_dir, dtype="float32"):
     """(Keras model, TASK_config dict, BertTokenizer) of a fine-tuning run directory."""
     from bert_tf.run_dir import load_task_model as load
-    name = task_family(task).model_class.TASK       # the run directory's (and command's)
+    from tasks.task import run_stem
+    name = run_stem(task_family(task))       # the run directory's (and command's)
     if not os.path.isdir(run_dir):
         raise FileNotFoundError(f"--checkpoint_dir {run_dir}: not a directory (pass the "
                                 f"--output_dir of a tasks.{name} run)")

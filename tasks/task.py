@@ -19,6 +19,12 @@ def family(cls):
     return cls
 
 
+def run_stem(task_class):
+    """The TASK_config.json stem of a family's runs: its `run_name`, else its model
+    class's `TASK` (the project's first families share their model class's name)."""
+    return task_class.run_name or task_class.model_class.TASK
+
+
 class Task:
     """One task family for `run`. Hooks get the resolved config and `settings`, the dict
     the run directory keeps as TASK_config.json (labels, sequence length, ...).
@@ -26,17 +32,20 @@ class Task:
     A family declares its parts: `model_class` (a bert_tf.task_models class: the run
     directory's name, what TASK_config.json keeps, how the model is rebuilt),
     `serving_module` (an export.serving.ServingModule class, built from a run by its
-    `from_run`) and `export_name` (export.saved_model's --task)."""
+    `from_run`), `export_name` (export.saved_model's --task, its tasks/families
+    registry name) and, where the model class is another family's too, `run_name` (the
+    run directory's stem; TASK_config.json then records the model class by name)."""
 
     model_class = None
     serving_module = None
     export_name = None
+    run_name = None            # TASK_config.json's stem; None: the model class's TASK
     result_format = ".4f"      # how eval_results lines are printed
 
     @property
     def name(self):
-        """The run directory's TASK_config.json stem: the model class's."""
-        return self.model_class.TASK
+        """The run directory's TASK_config.json stem (`run_stem`)."""
+        return run_stem(type(self))
 
     def check(self, config):
         """Raises ValueError for flag combinations the task cannot run."""

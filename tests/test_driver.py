@@ -10,6 +10,7 @@ import os
 
 import h5py
 import numpy as np
+import pytest
 
 import bert_tf
 from export.saved_model import PRETRAINED, TASKS, build_module, export
@@ -129,10 +130,24 @@ def test_a_new_task_runs_on_the_driver(tmp_path, minilm_dir):
 
 
 def test_export_names_the_project_families():
-    """export.saved_model's --task choices (written there, so --help needs no TensorFlow)
-    are the pretrained exports and the families' export names, in tasks/families' order."""
-    from tasks.families import FAMILIES
-    project = tuple(name for name, task in FAMILIES.items()
-                    if task.__module__.startswith("tasks.families."))
-    assert TASKS == PRETRAINED + project == PRETRAINED + ("classification", "swag", "ner",
-                                                          "squad")
+    """export.saved_model's --task choices are the pretrained exports and tasks/families'
+    registry names, read without TensorFlow; each registered module defines the family
+    of its name, a model class and a serving module."""
+    import subprocess
+    import sys
+
+    from tasks.families import REGISTRY, family_class
+    assert TASKS == PRETRAINED + tuple(REGISTRY) == PRETRAINED + (
+        "classification", "swag", "ner", "squad")
+    for name, module in REGISTRY.items():
+        task = family_class(name)
+        assert task.export_name == name and task.__module__.startswith(module), name
+        assert task.model_class is not None and task.serving_module is not None, name
+    with pytest.raises(ValueError, match="unknown task family 'nope'; expected one of "
+                                         "classification, swag"):
+        family_class("nope")
+    code = ("import sys, export.saved_model, tasks.families; "
+            "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]", out

@@ -1,10 +1,30 @@
-"""The project's task families, one module each: a `tasks.task.Task` subclass that
-declares its model class, serving module and export name, its config dataclass, and the
-data, metrics and predictions it needs. Importing this package registers each family in
-`FAMILIES` (by export name: `python -m export.saved_model --task NAME`); a new family is a
-module here and one line below.
+"""The project's task families: the registry below, one line a family, read without
+TensorFlow (`python -m export.saved_model --help` lists its names). Each entry names the
+module that defines the family's `tasks.task.Task` subclass (decorated with `@family`:
+its model class, serving module and name); `family_class` imports it when a family is
+used. A family is a module or a folder here, and one line below.
 """
 
-from tasks.task import FAMILIES  # noqa: F401  (filled by the modules below)
-# Each registers its Task; in this order, which is --task's.
-from tasks.families import glue, swag, ner, squad  # noqa: F401, I001
+import importlib
+
+from tasks.task import FAMILIES
+
+# Name (export.saved_model's --task, the run directory's family) -> its module, in --task's
+# order.
+REGISTRY = {
+    "classification": "tasks.families.glue",
+    "swag": "tasks.families.swag",
+    "ner": "tasks.families.ner",
+    "squad": "tasks.families.squad",
+}
+
+
+def family_class(name):
+    """The Task class of family `name`: a registered family (its module imported), or one
+    defined with `@family` elsewhere (a test's); ValueError naming the known ones."""
+    if name not in FAMILIES and name in REGISTRY:
+        importlib.import_module(REGISTRY[name])
+    if name not in FAMILIES:
+        raise ValueError(f"unknown task family {name!r}; expected one of "
+                         f"{', '.join(dict.fromkeys([*REGISTRY, *FAMILIES]))}")
+    return FAMILIES[name]
