@@ -66,7 +66,7 @@ def minilm_dir():
 # pytest.ini hands whole files to the two workers in collection order, so starting with
 # the long ones keeps a long file from starting last while the other worker sits idle.
 LONGEST_FIRST = ("test_export_tasks.py", "test_pretraining.py", "test_glue.py", "test_ner.py",
-                 "test_finetune_resume.py", "test_squad.py", "test_backends.py", "test_api.py",
+                 "test_multilabel.py", "test_finetune_resume.py", "test_squad.py", "test_backends.py", "test_api.py",
                  "test_export.py", "test_ner_features.py", "test_swag.py",
                  "test_serving_limits.py", "test_fuzz.py", "test_driver.py",
                  "test_pretraining_preemption.py", "test_keras_hub.py",
@@ -77,8 +77,8 @@ LONGEST_FIRST = ("test_export_tasks.py", "test_pretraining.py", "test_glue.py", 
 # machine as [setup, call, teardown] (`--record-durations` rewrites it); a test is in the
 # `fast` tier when its whole time there is at most FAST_SECONDS and it needs no module or
 # session fixture that took longer to set up (a trained model, the stdlib corpus), which
-# the fast run would otherwise pay for. A test not recorded yet is fast: it is the one
-# being written.
+# the fast run would otherwise pay for. A test not recorded yet is fast (it is the one
+# being written) unless it is marked slow.
 DURATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "durations.json")
 FAST_SECONDS = 1.0
 _phases = {}
@@ -102,8 +102,10 @@ def fast_items(items, durations):
     """The items of the fast tier (see DURATIONS), in their order."""
     def shared_fixtures(item):
         info = getattr(item, "_fixtureinfo", None)
+        # The project's own (conftest's, a test file's), not pytest's (tmp_path_factory).
         return {name for name, defs in (info.name2fixturedefs.items() if info else ())
-                if defs and defs[-1].scope in ("module", "package", "session")}
+                if defs and defs[-1].scope in ("module", "package", "session")
+                and defs[-1].baseid}
 
     heavy, seen = set(), {}
     for item in items:
@@ -113,7 +115,8 @@ def fast_items(items, durations):
         if recorded and recorded[0] > FAST_SECONDS:
             heavy |= new
     return [item for item in items
-            if sum(durations.get(item.nodeid, [0])) <= FAST_SECONDS
+            if item.get_closest_marker("slow") is None
+            and sum(durations.get(item.nodeid, [0])) <= FAST_SECONDS
             and not shared_fixtures(item) & heavy]
 
 
