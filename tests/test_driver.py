@@ -138,7 +138,7 @@ def test_export_names_the_project_families():
 
     from tasks.families import REGISTRY, family_class
     assert TASKS == PRETRAINED + tuple(REGISTRY) == PRETRAINED + (
-        "classification", "swag", "ner", "squad")
+        "classification", "swag", "ner", "squad", "multilabel")
     for name, module in REGISTRY.items():
         task = family_class(name)
         assert task.export_name == name and task.__module__.startswith(module), name

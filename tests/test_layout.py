@@ -40,9 +40,11 @@ def imported(path):
 
 
 def parses_flags(path):
-    """A command (run as __main__) or a module that builds argparse parsers."""
+    """A command (run as __main__: a package's __main__.py, or a module with a
+    `if __name__ == "__main__":` block) or a module that builds argparse parsers."""
     source = open(path, encoding="utf-8").read()
-    return "__main__" in source or re.search(r"^import argparse", source, re.M) is not None
+    return os.path.basename(path) == "__main__.py" or re.search(
+        r"^(if __name__ == .__main__.:|import argparse)", source, re.M) is not None
 
 
 def test_library_modules_import_no_command():
@@ -55,8 +57,9 @@ def test_library_modules_import_no_command():
             continue        # commands may run other commands (the quickstart does)
         wrong += [f"{name} imports {m}" for m in sorted(imported(path) & commands)]
     # A task family (what the export command reads) imports no fine-tuning command.
+    # (A family's own command, a package's __main__.py in its folder, is a command.)
     for name, path in found.items():
-        if name.startswith("tasks.families"):
+        if name.startswith("tasks.families") and name not in commands:
             wrong += [f"{name} imports {m}" for m in sorted(imported(path) & commands)
                       if m.startswith("tasks.")]
     # export's library builds its modules from bert_tf (task models, run directories);

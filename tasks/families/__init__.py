@@ -16,6 +16,7 @@ REGISTRY = {
     "swag": "tasks.families.swag",
     "ner": "tasks.families.ner",
     "squad": "tasks.families.squad",
+    "multilabel": "tasks.families.multilabel.task",
 }
 
 

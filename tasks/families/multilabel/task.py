@@ -1,0 +1,197 @@
+"""MultiLabelTask for tasks/driver.py: the user's multi-label files (data.py), a
+bert_tf.BertClassifier trained with a sigmoid per label and binary cross-entropy, the
+per-label thresholds chosen on the dev set after training and kept in
+multilabel_config.json (export and later --do_predict runs use them), metrics
+(metrics.py), predictions as label sets, and MultiLabelModule for export."""
+
+import dataclasses
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import batching
+from bert_tf.files import atomic_write, write_json
+from bert_tf.preprocessor import BertPreprocessor
+from bert_tf.task_models import BertClassifier, loss_scaled
+from tasks import driver
+from tasks.families.multilabel import data
+from tasks.families.multilabel.metrics import choose_thresholds, multilabel_metrics
+from tasks.families.multilabel.serving import MultiLabelModule
+from tasks.outputs import predict_outputs
+from tasks.task import Task, family
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiLabelConfig(driver.FineTuneConfig):
+    """FineTuneConfig + the files, their columns and the labels."""
+    train_file: str = None
+    dev_file: str = None
+    test_file: str = None
+    text_a_column: str = "text"
+    text_b_column: str = None
+    label_column: str = "labels"
+    label_file: str = None
+    label_delimiter: str = ","
+    has_header: bool = True
+    allow_empty_labels: bool = True
+
+
+def sigmoid(logits):
+    return 1.0 / (1.0 + np.exp(-np.asarray(logits, np.float64)))
+
+
+@family
+class MultiLabelTask(Task):
+    """Multi-label classification of a text or a text pair for tasks.driver."""
+
+    export_name = "multilabel"        # python -m export.saved_model --task multilabel
+    run_name = "multilabel"           # multilabel_config.json
+    model_class = BertClassifier
+    serving_module = MultiLabelModule
+
+    def check(self, config):
+        super().check(config)
+        for flag, name in (("do_train", "train_file"), ("do_eval", "dev_file"),
+                           ("do_predict", "test_file")):
+            if getattr(config, flag) and not getattr(config, name):
+                raise ValueError(f"--{flag} needs --{name}")
+        if not config.label_delimiter:
+            raise ValueError("--label_delimiter must not be empty")
+
+    def restore(self, config, saved):
+        config = super().restore(config, saved)
+        if config.label_file is not None and \
+                data.read_label_file(config.label_file) != saved["labels"]:
+            raise ValueError(f"--label_file {config.label_file}: {config.output_dir} was "
+                             f"trained on other labels ({', '.join(saved['labels'])}); "
+                             f"drop --label_file, or train anew with it")
+        pair = len(saved["text_inputs"]) == 2
+        if pair != (config.text_b_column is not None):
+            raise ValueError(f"{config.output_dir} holds a "
+                             f"{'sentence-pair' if pair else 'single-text'} model; "
+                             f"--text_b_column must {'name' if pair else 'not name'} a "
+                             f"second text column")
+        self.labels = saved["labels"]
+        return config.replace(label_delimiter=saved["label_delimiter"])
+
+    def text_segments(self, config):
+        return 2 if config.text_b_column is not None else 1
+
+    def read(self, config, path, with_labels=True):
+        return data.read_file(path, config.text_a_column, config.text_b_column,
+                              config.label_column if with_labels else None, self.labels,
+                              config.label_delimiter, config.has_header,
+                              config.allow_empty_labels)
+
+    def read_train(self, config, tokenizer):
+        given = data.read_label_file(config.label_file) if config.label_file else None
+        self.labels = given
+        train = self.read(config, config.train_file)
+        self.labels = data.labels_from(train, config.train_file, config.label_file, given)
+        if given is None:
+            print(f"labels (class-id order): {', '.join(self.labels)}", flush=True)
+            train = self.read(config, config.train_file)     # label sets in class-id order
+        return train
+
+    def training_files(self, config):
+        return super().training_files(config) + (
+            [("--label_file", config.label_file)] if config.label_file else [])
+
+    def settings(self, config, train):
+        return dict(task=self.run_name, model=BertClassifier.__name__,
+                    labels=list(self.labels), num_classes=len(self.labels),
+                    thresholds=[0.5] * len(self.labels),
+                    text_inputs=["text_a", "text_b"] if config.text_b_column else ["text_a"],
+                    label_delimiter=config.label_delimiter,
+                    max_seq_length=int(config.max_seq_length),
+                    do_lower_case=bool(config.do_lower_case), dropout=None)
+
+    def read_eval(self, config, settings, tokenizer):
+        self.preprocessor = BertPreprocessor(tokenizer, config.max_seq_length)
+        return self.read(config, config.dev_file) if config.do_eval else None
+
+    def build_model(self, encoder, config, settings, train=None):
+        return BertClassifier.from_settings(encoder, settings)
+
+    def compile(self, model, optimizer, config, jit_compile):
+        import keras
+        model.compile(optimizer=loss_scaled(model, optimizer),
+                      loss={"logits": keras.losses.BinaryCrossentropy(from_logits=True)},
+                      jit_compile=jit_compile)
+
+    def dataset(self, examples, config, settings, training, batch_size=None):
+        """tf.data of (inputs, {"logits": multi-hot [B, K]}[, weights]) batches, tokenized
+        in the pipeline; evaluation padded to whole batches with weight-0 rows."""
+        batch_size = batch_size or driver.batch_size(config, training)
+        n = len(examples)
+        targets = data.multi_hot(examples, self.labels)
+        texts_a = [e.text_a for e in examples]
+        texts_b = [e.text_b for e in examples] if config.text_b_column else None
+        weights = np.ones(n, np.float32)
+        if not training:
+            pad = -n % batch_size
+            weights *= (n + pad) / n          # val_loss: the mean over real examples
+            texts_a += [""] * pad
+            texts_b = texts_b + [""] * pad if texts_b is not None else None
+            targets = np.concatenate([targets, np.zeros((pad, len(self.labels)),
+                                                        np.float32)])
+            weights = np.concatenate([weights, np.zeros(pad, np.float32)])
+        texts = {"text_a": tf.constant(texts_a, tf.string)}
+        if texts_b is not None:
+            texts["text_b"] = tf.constant(texts_b, tf.string)
+        ds = tf.data.Dataset.from_tensor_slices((texts, targets, weights))
+        if training:
+            ds = ds.shuffle(n, seed=config.seed, reshuffle_each_iteration=True).repeat()
+        ds = ds.batch(batch_size, drop_remainder=training)
+
+        def pack(texts, target, weight):
+            inputs = self.preprocessor(texts["text_a"], texts.get("text_b"))
+            target = {"logits": target}
+            return (inputs, target) if training else (inputs, target, {"logits": weight})
+        ds = ds.map(pack, num_parallel_calls=tf.data.AUTOTUNE)
+        mode = driver.length_batching(config, training)
+        ds = batching.rebatch(ds, batch_size, mode, config.max_seq_length,
+                              drop_remainder=training, seed=config.seed)
+        return batching.finish(ds)
+
+    def probabilities(self, model, examples, config, settings, batch_size=None):
+        outputs = predict_outputs(model, self.dataset(examples, config, settings, False,
+                                                      batch_size), len(examples))
+        return sigmoid(outputs["logits"])
+
+    def evaluate(self, model, dev, config, settings):
+        probabilities = self.probabilities(model, dev, config, settings)
+        gold = data.multi_hot(dev, self.labels)
+        thresholds = settings["thresholds"]
+        results = {f"eval_{k}_at_0.5": v for k, v in multilabel_metrics(
+            gold, probabilities, [0.5] * len(self.labels), self.labels).items()
+            if k in ("micro_f1", "macro_f1", "exact_match")}
+        if config.do_train:
+            # The thresholds tuned on dev are the ones to predict and export with.
+            thresholds = choose_thresholds(gold, probabilities)
+            settings["thresholds"] = thresholds
+            write_json(os.path.join(config.output_dir, f"{self.name}_config.json"),
+                       settings)
+        results.update({f"eval_{k}": v for k, v in multilabel_metrics(
+            gold, probabilities, thresholds, self.labels).items()})
+        results["eval_num_examples"] = len(dev)
+        return results
+
+    def predict(self, model, config, settings, tokenizer):
+        """test_results.jsonl: per row its index, predicted label set and every label's
+        probability."""
+        examples = self.read(config, config.test_file, with_labels=False)
+        probabilities = self.probabilities(model, examples, config, settings,
+                                           config.predict_batch_size)
+        thresholds = np.asarray(settings["thresholds"])
+        path = os.path.join(config.output_dir, "test_results.jsonl")
+        with atomic_write(path) as f:
+            for example, p in zip(examples, probabilities):
+                chosen = [name for name, pk, t in zip(self.labels, p, thresholds) if pk >= t]
+                f.write(json.dumps({"index": int(example.guid), "labels": chosen,
+                                    "probabilities": {name: round(float(pk), 6) for name, pk
+                                                      in zip(self.labels, p)}}) + "\n")
+        print(f"test: {len(examples)} predictions written to {path}", flush=True)
+        return {}
