@@ -220,3 +220,12 @@ def decode_text(data, path):
         start = data.rfind(b"\n", 0, nul) + 1
         raise _not_text(path, data.count(b"\n", 0, nul) + 1, data[start:nul + 1])
     return text.removeprefix("\ufeff")
+
+
+def cache_dir():
+    """The project's cache folder (released checkpoints, the tokenizer's tables):
+    $BERT_TF_CACHE, else $XDG_CACHE_HOME/bert_tf, else ~/.cache/bert_tf."""
+    if os.environ.get("BERT_TF_CACHE"):
+        return os.path.abspath(os.path.expanduser(os.environ["BERT_TF_CACHE"]))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.abspath(os.path.join(base, "bert_tf"))

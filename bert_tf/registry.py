@@ -70,7 +70,7 @@ import zlib
 from bert_tf.checkpoint_formats.core import GOOGLE_CONFIG_NAME, HF_CONFIG_NAME, VOCAB_NAME
 from bert_tf.checkpoint_formats.google import GOOGLE_CKPT_NAME
 from bert_tf.checkpoint_formats.hf import HF_WEIGHTS_NAME, safetensors_header
-from bert_tf.files import file_sha256
+from bert_tf.files import cache_dir, file_sha256  # noqa: F401  (registry.cache_dir: its cache)
 
 GOOGLE_ZIP = "google zip"   # one zip of a TF1 checkpoint, unpacked into the cache
 MODEL_GARDEN_TAR = "model garden tar.gz"  # one tar.gz of a TF2 checkpoint, unpacked
@@ -227,14 +227,6 @@ def _compact_names():
 
 
 # -- where things are -------------------------------------------------------------------
-
-def cache_dir():
-    """$BERT_TF_CACHE, else $XDG_CACHE_HOME/bert_tf, else ~/.cache/bert_tf."""
-    if os.environ.get("BERT_TF_CACHE"):
-        return os.path.abspath(os.path.expanduser(os.environ["BERT_TF_CACHE"]))
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.abspath(os.path.join(base, "bert_tf"))
-
 
 def url(entry, file):
     """The address of one of `entry`'s files: BERT_TF_MIRROR, else the publisher's base

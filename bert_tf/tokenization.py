@@ -200,13 +200,13 @@ def _fast_path_alphabet(do_lower_case):
 
 
 def _table_cache_path(name, do_lower_case):
-    """Where a table lives in the cache: $BERT_TF_CACHE/tables (bert_tf/registry.py), under
+    """Where a table lives in the cache: $BERT_TF_CACHE/tables (bert_tf/files.py), under
     a key of everything it is computed from (this module's and text_rules' source, the
     Unicode tables of this Python, tf-text's and TensorFlow's versions), so a change to
     any of them computes it again."""
     import hashlib
     from bert_tf import text_rules
-    from bert_tf.registry import cache_dir
+    from bert_tf.files import cache_dir
     key = hashlib.sha256()
     for module in (__file__, text_rules.__file__):
         with open(module, "rb") as f:

@@ -8,7 +8,7 @@ tasks/families/ner.py does in Python (split_words, create_features, word_tags, e
 3. consecutive parts of at most max_seq_length - 2 pieces, cut between words (greedy,
    as create_features), each packed [CLS] pieces [SEP] — long texts are split, never cut;
 4. each word's tag = argmax of the logits at its first piece;
-5. entities from the word tags with conlleval's chunk rules (tasks/conlleval.py), their
+5. entities from the word tags with conlleval's chunk rules (bert_tf/conlleval.py), their
    characters from the first word's start to the last word's end.
 
 Outputs are dense, as TF Serving returns them: label, text [batch, max entities]
@@ -27,12 +27,12 @@ from export.serving import ServingModule, float32
 
 
 def chunk_tables(labels):
-    """conlleval's chunk decisions between every two tags, read off tasks.conlleval.chunks
+    """conlleval's chunk decisions between every two tags, read off bert_tf.conlleval.chunks
     itself: (starts, ends, types) with starts/ends bool [K + 1, K + 1] indexed [previous
     tag, tag] (index K = the sentence boundary, an "O") and types [K + 1] the chunk type of
     each tag. starts[a, b]: a chunk starts at b after a; ends[a, b]: a chunk that is open
     at a ends before b."""
-    from tasks import conlleval
+    from bert_tf import conlleval
     names = list(labels) + ["O"]
     k = len(names)
     starts = np.zeros([k, k], bool)

@@ -423,9 +423,9 @@ def entity_rows(outputs):
 
 
 def test_ner_chunks_equal_conlleval():
-    """The vectorised chunker against tasks.conlleval.chunks on random tag sequences."""
+    """The vectorised chunker against bert_tf.conlleval.chunks on random tag sequences."""
     from export.ner import chunk_spans, chunk_tables
-    from tasks import conlleval
+    from bert_tf import conlleval
     starts, ends, _ = chunk_tables(NER_LABELS)
     rng = np.random.default_rng(0)
     sequences = [rng.integers(0, len(NER_LABELS), rng.integers(0, 12)) for _ in range(400)]

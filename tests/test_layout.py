@@ -1,6 +1,6 @@
-"""The code's shape: every module imports, library modules never import a command (a
-module that parses flags), export/ never imports a fine-tuning command, no import
-circles, no private name (`_x`) used across modules, long files say why they are long,
+"""The code's shape: every module imports and stands on a floor of docs/architecture.md,
+importing none above its own; library modules never import a command (a module that
+parses flags), export/ never imports a fine-tuning command, no import circles, no private name (`_x`) used across modules, long files say why they are long,
 and the README's Python API example runs as written."""
 
 import ast
@@ -62,15 +62,14 @@ def test_library_modules_import_no_command():
         if name.startswith("tasks.families") and name not in commands:
             wrong += [f"{name} imports {m}" for m in sorted(imported(path) & commands)
                       if m.startswith("tasks.")]
-    # export's library builds its modules from bert_tf (task models, run directories);
-    # the only tasks module it uses is the pure conlleval. The export command finds a
-    # run's family (tasks/families/: model class, serving module) and reads no
-    # fine-tuning command.
+    # export's library builds its modules from bert_tf (task models, run directories) and
+    # uses no tasks module. The export command finds a run's family (tasks/families/:
+    # model class, serving module) and reads no fine-tuning command.
     for name, path in found.items():
         if not name.startswith("export."):
             continue
         for m in sorted(imported(path)):
-            if not m.startswith("tasks") or m in ("tasks", "tasks.conlleval"):
+            if not m.startswith("tasks") or m == "tasks":
                 continue
             module = m if m in found else m.rpartition(".")[0]
             if name not in commands or module in commands or module not in found:
@@ -126,6 +125,45 @@ def circles(edges):
         if node not in index:
             visit(node)
     return groups
+
+
+def floors():
+    """[(floor, [module prefixes])] of docs/architecture.md's floor table, top first."""
+    text = open(os.path.join(ROOT, "docs", "architecture.md"), encoding="utf-8").read()
+    table = text.split("## Floors", 1)[1].split("\n\n", 3)[2]
+    rows = [line.split("|") for line in table.splitlines()[2:]]
+    return [(row[1].strip(), re.findall(r"`([\w.]+)`", row[2])) for row in rows]
+
+
+def floor_of(module, table):
+    """The index (0 = top) of the floor whose longest prefix names `module`, or None."""
+    best = None
+    for index, (_, prefixes) in enumerate(table):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and \
+                    (best is None or len(prefix) > best[1]):
+                best = (index, len(prefix))
+    return None if best is None else best[0]
+
+
+def test_every_module_is_on_a_floor_and_imports_none_above_its_own():
+    table = floors()
+    assert [name for name, _ in table] == ["commands", "tasks", "export", "training",
+                                           "checkpoints", "models", "text", "base"]
+    assert floor_of("bert_tf.layers.transformer", table) == 5
+    assert floor_of("tasks.families.multilabel.__main__", table) == 0
+    found = modules()
+    homeless = [m for m in found if m not in PACKAGES and floor_of(m, table) is None]
+    assert not homeless, f"on no floor of docs/architecture.md: {homeless}"
+    named = [p for _, prefixes in table for p in prefixes]
+    assert [p for p in named if not any(m == p or m.startswith(p + ".") for m in found)] \
+        == [], "docs/architecture.md names a module that does not exist"
+    upward = [f"{m} ({table[floor_of(m, table)][0]}) imports {t} "
+              f"({table[floor_of(t, table)][0]})"
+              for m, targets in dependencies(found).items() if m not in PACKAGES
+              for t in sorted(targets) if t not in PACKAGES
+              and floor_of(t, table) < floor_of(m, table)]
+    assert not upward, upward
 
 
 def test_no_import_circles():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bert_tf.task_models import BertTokenClassifier
-from tasks import conlleval
+from bert_tf import conlleval
 from tasks import ner as ner_command
 from tasks.families import ner
 

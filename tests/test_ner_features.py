@@ -16,7 +16,8 @@ import pytest
 
 from bert_tf.task_layers import FEATURE_LAYERS, feature_layer_indexes
 from bert_tf.task_models import BertTokenClassifier
-from tasks import conlleval, frozen_features
+from bert_tf import conlleval
+from tasks import frozen_features
 from tasks import ner as ner_command
 from tasks.families import ner
 from tests.test_ner import HELD_OUT_ENTITIES, TRAIN_ENTITIES, make_conll

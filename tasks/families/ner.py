@@ -23,7 +23,7 @@ google's tokenizer) and its label goes on its first word piece; the other pieces
 [SEP] and padding are left out of the loss and the prediction. A sentence longer than the
 sequence is cut into consecutive pieces at unit boundaries.
 
-Scores are conlleval's entity-level P/R/F1 (tasks/conlleval.py) on the file's words.
+Scores are conlleval's entity-level P/R/F1 (bert_tf/conlleval.py) on the file's words.
 --do_predict writes `predictions.txt`: every input line with the predicted tag appended
 (so the gold and the prediction are the last two columns, conlleval's input format).
 
@@ -58,7 +58,8 @@ from bert_tf.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS, FEA
                                   FEATURE_LAYERS)
 from bert_tf.task_models import BertTokenClassifier, loss_scaled
 from export.ner import NerModule
-from tasks import conlleval, driver, frozen_features
+from bert_tf import conlleval
+from tasks import driver, frozen_features
 from tasks.task import Task, family
 
 DOCSTART = "-DOCSTART-"
