@@ -14,6 +14,9 @@ from tasks.families.multilabel import data
 from tasks.families.multilabel.metrics import (THRESHOLD_GRID, choose_thresholds,
                                                f1_scores, multilabel_metrics)
 from tasks.glue_data import DataError
+from tests.testing import run_command
+
+COMMAND = "tasks.families.multilabel.__main__"
 
 
 def write(path, text):
@@ -121,27 +124,17 @@ def test_thresholds_maximise_each_labels_f1():
 
 # ----------------------------------------------------------------------------- command
 
-def run_command(argv, capsys):
-    from tasks.families.multilabel.__main__ import main
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    return code, capsys.readouterr().err.strip().splitlines()
-
-
 def test_command_refuses_bad_input_in_one_line(tmp_path, minilm_dir, capsys):
     train = write(tmp_path / "train.jsonl", '{"text": "a", "labels": ["json"]}\n'
                                             '{"text": "b", "labels": ["mail"]}\n')
     labels = write(tmp_path / "labels.txt", "json\nio\n")
     out = tmp_path / "run"
-    code, lines = run_command(["--train_file", train, "--label_file", labels,
+    code, lines = run_command(COMMAND, ["--train_file", train, "--label_file", labels,
                                "--init_checkpoint", str(minilm_dir), "--output_dir", str(out),
                                "--do_train"], capsys)
     assert code == 1 and len(lines) == 1, lines
     assert lines[0] == f"error: {train}:2: label 'mail' is not one of the 2 labels (json, io)"
-    code, lines = run_command(["--init_checkpoint", str(minilm_dir), "--output_dir", str(out),
+    code, lines = run_command(COMMAND, ["--init_checkpoint", str(minilm_dir), "--output_dir", str(out),
                                "--do_train"], capsys)
     assert (code, lines) == (1, ["error: --do_train needs --train_file"])
 

@@ -15,24 +15,11 @@ import signal
 
 import pytest
 
-from tests.testing import tree_hash
+from tests.testing import run_command, tree_hash
 
 TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1,
         "num_attention_heads": 2, "intermediate_size": 64}
 WORDS = "good great fine bad awful poor film movie plot actor scene music story".split()
-
-
-def run_command(module, argv, capsys):
-    """(exit status, stderr lines) of `python -m module argv`, in this process."""
-    import importlib
-    main = importlib.import_module(module).main
-    capsys.readouterr()
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    return code, capsys.readouterr().err.strip().splitlines()
 
 
 def assert_refused(module, argv, out, expect, capsys):

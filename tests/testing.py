@@ -126,6 +126,19 @@ def tree_hash(root):
     return found
 
 
+def run_command(module, argv, capsys):
+    """(exit status, stderr lines) of `python -m module argv`, in this process."""
+    import importlib
+    main = importlib.import_module(module).main
+    capsys.readouterr()
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
 def refused(main, argv, capsys, expect, *trees):
     """Runs a command's `main(argv)` in-process: exit status 1, one `error:` line holding
     each text of `expect`, and every folder of `trees` byte-identical afterwards (folders
