@@ -1,6 +1,6 @@
 """SWAG (Zellers et al., 2018): choose the ending of a sentence among four. The family:
 reader, preprocessing, metrics, `SwagTask` for tasks/driver.py (serving:
-export.serving.MultipleChoiceModule; command line: tasks/swag.py).
+serving.py's MultipleChoiceModule; command line: __main__.py, also `python -m tasks.swag`).
 
     python -m tasks.swag --data_dir=swagaf/data --init_checkpoint=MODEL_DIR \\
         --output_dir=runs/swag --do_train --do_eval --do_predict
@@ -34,8 +34,8 @@ from bert_tf import batching
 from bert_tf.files import atomic_write, read_text
 from bert_tf.preprocessor import BertPreprocessor
 from bert_tf.task_models import BertMultipleChoice, loss_scaled
-from export.serving import MultipleChoiceModule
 from tasks import driver
+from tasks.families.swag.serving import MultipleChoiceModule
 from tasks.task import Task, family
 from tasks.keras_metrics import ConfusionMatrixMetric
 from tasks.glue_data import DataError, RowReport, finish_report, numbered_rows
