@@ -163,7 +163,7 @@ def check_output_dir(task, config):
     from tasks.resume import RESUME_DIR
     files = [(f"--{name}", getattr(config, name, None))
              for name in ("vocab_file", "bert_config_file", "train_file", "dev_file",
-                          "eval_file", "predict_file", "test_file")]
+                          "eval_file", "predict_file", "test_file", "label_file")]
     check_not_inputs([("output_dir", config.output_dir)], files,
                      checkpoints=[("--init_checkpoint", config.init_checkpoint)]
                      if config.do_train else [],

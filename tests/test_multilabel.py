@@ -250,3 +250,20 @@ def test_export_answers_like_the_keras_model_and_the_predictions(package_runs, t
         [",".join(r["labels"]) for r in rows]
     chosen = served["predicted"].numpy()
     assert chosen.dtype == np.int32 and chosen.shape == (len(texts), 4)
+
+
+def test_a_label_file_the_run_would_write_over_is_refused(tmp_path, minilm_dir, capsys):
+    """--label_file inside --output_dir under a name the run writes (eval_results.txt):
+    refused in one line before anything is written; the folder stays as it was."""
+    import importlib
+
+    from tests.testing import refused
+    out = tmp_path / "run"
+    out.mkdir()
+    labels = write(out / "eval_results.txt", "json\nio\n")
+    train = write(tmp_path / "train.jsonl", '{"text": "a", "labels": ["json"]}\n'
+                                            '{"text": "b", "labels": ["io"]}\n')
+    refused(importlib.import_module(COMMAND).main,
+            ["--train_file", train, "--label_file", labels, "--init_checkpoint",
+             str(minilm_dir), "--output_dir", str(out), "--do_train"], capsys,
+            ["--label_file", "eval_results.txt"], str(out))
