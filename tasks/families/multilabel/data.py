@@ -1,5 +1,5 @@
 """Reading multi-label data: the user's .tsv / .csv / .jsonl files (the row layouts of
-tasks/glue_data.py: named columns, TSV without quoting, CSV with RFC 4180 quoting) with a
+tasks/rows.py: named columns, TSV without quoting, CSV with RFC 4180 quoting) with a
 label column holding a label set, and the label file.
 
 A label set is a JSON list of strings in a .jsonl row (`"labels": ["json", "os"]`), or a
@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from tasks.glue_data import DataError, RowReport, finish_report, jsonl_rows, table_rows
+from tasks.rows import DataError, RowReport, finish_report, jsonl_rows, table_rows
 
 
 @dataclasses.dataclass

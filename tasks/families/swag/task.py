@@ -38,7 +38,7 @@ from tasks import driver
 from tasks.families.swag.serving import MultipleChoiceModule
 from tasks.task import Task, family
 from tasks.keras_metrics import ConfusionMatrixMetric
-from tasks.glue_data import DataError, RowReport, finish_report, numbered_rows
+from tasks.rows import DataError, RowReport, finish_report, numbered_rows
 from tasks.outputs import predict_outputs, softmax
 
 NUM_CHOICES = 4
