@@ -322,33 +322,3 @@ class FillMaskModule(ServingModule):
                 "positions": positions,
                 "num_masks": tf.reduce_sum(tf.cast(positions >= 0, tf.int32), 1)}
 
-
-class ClassifierModule(ServingModule):
-    """text_a [, text_b] -> probabilities [batch, K] (softmax of the logits), label_id
-    [batch], label [batch] (the label's name); a regression model -> score [batch].
-    The model is a bert_tf.BertClassifier ({"logits"} or {"score"})."""
-
-    def __init__(self, model, tokenizer, max_seq_length, labels, text_inputs=("text_a",),
-                 max_text_bytes=MAX_TEXT_BYTES, name=None):
-        super().__init__(model, tokenizer, max_seq_length, max_text_bytes, name=name)
-        self.TEXT_INPUTS = tuple(text_inputs)
-        self.regression = not labels
-        if not self.regression:
-            self.label_names = tf.constant(list(labels))               # [K]
-
-    @classmethod
-    def from_run(cls, model, tokenizer, max_seq_length, settings,
-                 max_text_bytes=MAX_TEXT_BYTES):
-        """glue_config.json's labels (none for regression) and text inputs."""
-        return cls(model, tokenizer, max_seq_length,
-                   None if settings["regression"] else settings["labels"],
-                   settings["text_inputs"], max_text_bytes)
-
-    def outputs_from_tokens(self, features):
-        out = self.model(features, training=False)
-        if self.regression:
-            return {"score": float32(out["score"])}
-        probabilities = tf.nn.softmax(float32(out["logits"]))         # [batch, K]
-        label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
-        return {"probabilities": probabilities, "label_id": label_id,
-                "label": tf.gather(self.label_names, label_id)}

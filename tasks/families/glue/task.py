@@ -1,7 +1,7 @@
 """GLUE and user-defined sentence (pair) classification and regression: the family's
 datasets, loss and metrics, predictions, and `ClassificationTask` for tasks/driver.py
-(readers: tasks/glue_data.py; model: bert_tf.BertClassifier; serving:
-export.serving.ClassifierModule; command line: tasks/glue.py).
+(readers: data.py; model: bert_tf.BertClassifier; serving: serving.py's ClassifierModule;
+command line: __main__.py, also `python -m tasks.glue`).
 
     python -m tasks.glue --task_name=mrpc --data_dir=glue_data/MRPC \\
         --init_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt --output_dir=runs/mrpc \\
@@ -42,14 +42,14 @@ from bert_tf import batching
 from bert_tf.task_models import BertClassifier, loss_scaled
 from bert_tf.files import atomic_write
 from bert_tf.preprocessor import BertPreprocessor
-from export.serving import ClassifierModule
 from tasks import driver, metrics
 from tasks.task import Task, family
-# The readers, as tasks.glue.<name> too (Example: what they return).
-from tasks.glue_data import (GLUE_TASKS, TASK_NAMES, DataError, Example,  # noqa: F401
-                             finish_report, glue_split_path, label_names_from,
-                             read_custom_file, read_glue_tfds, read_glue_tsv,
-                             tfds_dataset_dir)
+# The readers, as tasks.families.glue.<name> too (Example: what they return).
+from tasks.families.glue.data import (GLUE_TASKS, TASK_NAMES, DataError,  # noqa: F401
+                                      Example, finish_report, glue_split_path,
+                                      label_names_from, read_custom_file, read_glue_tfds,
+                                      read_glue_tsv, tfds_dataset_dir)
+from tasks.families.glue.serving import ClassifierModule
 from tasks.keras_metrics import ConfusionMatrixMetric, PearsonMetric
 from tasks.outputs import predict_outputs, softmax
 
