@@ -16,7 +16,7 @@ used here, computed on the original characters so that spans are exact:
 * everything else (letters, digits, kana, Hangul, emoji, control characters) runs on
   until one of the above.
 
-Cutting is idempotent: the words of a word are the word itself. tasks/families/ner.py cuts
+Cutting is idempotent: the words of a word are the word itself. tasks/families/ner/ cuts
 file words and raw texts with `word_spans`; export/text_offsets.py does the same in the graph
 from `SEPARATORS` and `single_character_ranges()`.
 

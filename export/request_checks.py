@@ -2,7 +2,7 @@
 messages name the input): shapes and ranks as fed at run time, equal batch sizes, text
 lengths, ids inside the model's tables and a 0/1 padding mask. `after(checks, x)` makes
 `x` wait for them, so a bad input fails with that message, not in whichever op meets it
-first. Used by every serving module (export/serving.py, ner.py, squad.py).
+first. Used by every serving module (export/serving.py's `ServingModule` and those built on it).
 """
 
 import tensorflow as tf

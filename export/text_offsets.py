@@ -3,7 +3,7 @@ signatures: NER entities and SQuAD answers point back into the text they were gi
 
 Offsets out of the signatures are *character* offsets (Unicode code points, end
 exclusive), as Python's `text[start:end]` counts them, so they equal what
-tasks/families/ner.py and tasks/squad_postprocess.py compute in Python. Invalid UTF-8
+tasks/families/ner/ and tasks/squad_postprocess.py compute in Python. Invalid UTF-8
 bytes count as one character per invalid sequence (U+FFFD, the replacement Python's
 `decode(errors="replace")` makes).
 """

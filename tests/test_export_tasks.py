@@ -424,7 +424,7 @@ def entity_rows(outputs):
 
 def test_ner_chunks_equal_conlleval():
     """The vectorised chunker against bert_tf.conlleval.chunks on random tag sequences."""
-    from export.ner import chunk_spans, chunk_tables
+    from tasks.families.ner.serving import chunk_spans, chunk_tables
     from bert_tf import conlleval
     starts, ends, _ = chunk_tables(NER_LABELS)
     rng = np.random.default_rng(0)

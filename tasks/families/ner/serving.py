@@ -1,5 +1,5 @@
-"""NerModule: raw text -> named entities, computed in the graph the way
-tasks/families/ner.py does in Python (split_words, create_features, word_tags, entities):
+"""NerModule: NER's export, raw text -> named entities, computed in the graph the way
+task.py does in Python (split_words, create_features, word_tags, entities):
 
 1. words as google's BasicTokenizer cuts them (bert_tf.words: whitespace, and every
    punctuation character and CJK ideograph a word of its own), with their offsets;
@@ -158,7 +158,7 @@ class NerModule(ServingModule):
 
     @staticmethod
     def _parts(piece_splits, word_splits, room):
-        """Greedy parts of every text, as tasks.families.ner.create_features cuts them: from the
+        """Greedy parts of every text, as task.py's create_features cuts them: from the
         first word on, as many whole words as fit in `room` pieces (a word never has more).
         Returns (first word, end word) int64 [P] (global indexes, end exclusive), in
         order. Texts without words get no part."""
