@@ -40,7 +40,7 @@ import tensorflow_text as tf_text
 
 from bert_tf.files import decode_text
 from bert_tf.graph_calls import not_inlined
-# CJK_RANGES and load_vocab are also this module's public API (tasks/squad_metrics.py,
+# CJK_RANGES and load_vocab are also this module's public API (tasks/families/squad/metrics.py,
 # the README's examples).
 from bert_tf.text_rules import (CJK_RANGES, CLS_TOKEN, CONTINUATION_PREFIX, MASK_TOKEN,
                                 MAX_CHARS_PER_WORD, NUM_CODE_POINTS, PAD_TOKEN, SEP_TOKEN,

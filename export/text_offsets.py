@@ -3,14 +3,14 @@ signatures: NER entities and SQuAD answers point back into the text they were gi
 
 Offsets out of the signatures are *character* offsets (Unicode code points, end
 exclusive), as Python's `text[start:end]` counts them, so they equal what
-tasks/families/ner/ and tasks/squad_postprocess.py compute in Python. Invalid UTF-8
+tasks/families/ner/ and tasks/families/squad/ compute in Python. Invalid UTF-8
 bytes count as one character per invalid sequence (U+FFFD, the replacement Python's
 `decode(errors="replace")` makes).
 """
 
 import tensorflow as tf
 
-# run_squad.py's whitespace (tasks/families/squad.py splits contexts on the same set).
+# run_squad.py's whitespace (tasks/families/squad/data.py splits contexts on the same set).
 SQUAD_WHITESPACE = " \t\r\n\u202f"
 
 

@@ -1,5 +1,5 @@
-"""SquadModule: question + context -> answer, computed in the graph with the rules of
-tasks/families/squad.py (features) and tasks/squad_postprocess.py (decoding):
+"""SquadModule: SQuAD's export, question + context -> answer, computed in the graph with
+the rules of data.py (features) and postprocess.py (decoding):
 
 1. the question's pieces, cut at max_query_length; the context split on run_squad's
    whitespace, each word tokenized alone with its offsets;
@@ -95,7 +95,7 @@ class SquadModule(ServingModule):
         doc_splits = tf.gather(pieces.row_splits, words.row_splits)        # [batch + 1]
         num_doc = doc_splits[1:] - doc_splits[:-1]                         # [batch]
 
-        # tasks.squad_postprocess.doc_spans: windows of max_doc pieces every
+        # postprocess.doc_spans: windows of max_doc pieces every
         # min(doc_stride, max_doc) pieces, the last reaching the end; none without pieces.
         max_doc = seq - query_length - 3                                   # [batch]
         step = tf.minimum(tf.constant(self.doc_stride, tf.int64), max_doc)
@@ -131,7 +131,7 @@ class SquadModule(ServingModule):
                     "segment_ids": tf.cast((col >= doc_offset) & (col < end), tf.int32),
                     "padding_mask": tf.cast(col < end, tf.int32)}
 
-        # Max context (tasks.squad_postprocess.max_context_window), scores in float64 as
+        # Max context (postprocess.max_context_window), scores in float64 as
         # numpy computes them; the first window wins ties.
         score = tf.cast(tf.minimum(col - doc_offset, doc_offset + length - 1 - col),
                         tf.float64) + 0.01 * tf.cast(length, tf.float64)

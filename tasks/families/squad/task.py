@@ -1,5 +1,6 @@
 """SQuAD v1.1 and v2.0: span model, training, prediction, `SquadTask` for
-tasks/driver.py (serving: export/squad.py; command line: tasks/squad.py).
+tasks/driver.py (serving: serving.py's SquadModule; command line: __main__.py, also
+`python -m tasks.squad`).
 
     python -m tasks.squad --init_checkpoint=MODEL_DIR --output_dir=out \
         --do_train --train_file=train-v1.1.json \
@@ -13,9 +14,9 @@ threshold, which is stored in out/squad_config.json for later predictions and ex
 The model is the encoder plus one dense layer giving a start and an end logit per
 position (bert_tf.BertSpanLabeler); the loss is the mean of the start and end cross-entropies
 over positions, as in google-research/bert. Windows (`doc_stride`), max-context choice and
-decoding are in tasks/squad_postprocess.py, the official metric in tasks/squad_metrics.py.
+decoding are in postprocess.py, the official metric in metrics.py.
 
-Reading and features (character offsets, windows): tasks/squad_data.py.
+Reading and features (character offsets, windows): data.py.
 """
 
 import collections
@@ -28,12 +29,14 @@ import numpy as np
 
 from bert_tf import run_dir
 from bert_tf.task_models import SQUAD_DEFAULTS, BertSpanLabeler, loss_scaled
-from export.squad import SquadModule
-from tasks import driver, squad_metrics, squad_postprocess
+from tasks import driver
 from tasks.task import Task, family
-# The reader and features, as tasks.squad.<name> too.
-from tasks.squad_data import (SquadExample, create_features, featurize,  # noqa: F401
-                              read_squad_examples, tokenize_contexts)
+from tasks.families.squad import metrics as squad_metrics
+from tasks.families.squad import postprocess as squad_postprocess
+# The reader and features, as tasks.families.squad.<name> too.
+from tasks.families.squad.data import (SquadExample, create_features,  # noqa: F401
+                                       featurize, read_squad_examples, tokenize_contexts)
+from tasks.families.squad.serving import SquadModule
 
 # google's run_squad defaults: the window and decoding settings a run directory keeps,
 # and run_squad's sequence length.

@@ -1,0 +1,312 @@
+"""SQuAD v1.1 / v2.0 files -> examples -> windowed features (task.py trains and predicts on
+them).
+
+Pre-processing keeps per-piece character offsets into the context instead of google's
+whitespace-token maps: a context is split on whitespace as run_squad does (each word
+tokenized alone, which is exact for google's tokenizer), and every word piece records the
+characters it came from. Training answers are re-aligned to the pieces that overlap the
+annotated characters; predicted spans map back to the exact original characters.
+
+Unspaced scripts need nothing more: a Chinese paragraph (CMRC 2018, DRCD) is one
+whitespace word, but the tokenizer puts every CJK ideograph and punctuation mark in a word
+of its own before WordPiece and before its word-length limit, so each ideograph is a piece
+with its own characters, and an answer inside a run of ideographs is cut exactly (where
+run_squad's word maps can only return whole paragraphs).
+"""
+
+import collections
+import dataclasses
+import json
+
+import numpy as np
+
+from bert_tf.files import read_text
+from tasks.families.squad import postprocess as squad_postprocess
+
+# run_squad's whitespace: the four ASCII ones and U+202F (narrow no-break space).
+_WHITESPACE = frozenset(" \t\r\n\u202f")
+
+
+# ----------------------------------------------------------------------------- reading
+
+@dataclasses.dataclass
+class SquadExample:
+    """One question. answers: [{"text", "answer_start"}] as in the file; for training,
+    answer_start/answer_end are the character span of the first answer (end exclusive),
+    -1 for unanswerable questions."""
+    qas_id: str
+    question: str
+    context_index: int        # index into the list of contexts returned with the examples
+    answers: list
+    is_impossible: bool
+    answer_start: int = -1
+    answer_end: int = -1
+
+
+def _load_json(path):
+    text = read_text(path)
+    if not text.strip():
+        raise ValueError(f"{path}: empty file (expected SQuAD JSON)")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: line {e.lineno}: not valid JSON ({e.msg})") from None
+
+
+def _field(obj, key, kind, path, where):
+    if not isinstance(obj, dict) or key not in obj:
+        raise ValueError(f"{path}: {where}: missing \"{key}\"")
+    value = obj[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise ValueError(f"{path}: {where}.{key}: expected {names}, got "
+                         f"{type(value).__name__}")
+    return value
+
+
+def read_squad_examples(path, version_2_with_negative=False, is_training=False):
+    """Reads a SQuAD JSON file (v1.1 or v2.0 layout).
+
+    Returns (examples, contexts, dataset, report): SquadExample list, the list of context
+    strings they index, the file's "data" list (for the official metric) and a Counter of
+    what was skipped and why. Structural problems (not JSON, missing keys, wrong types)
+    raise ValueError naming the file and the JSON path; data problems are counted:
+    empty contexts and questions are skipped; in training, questions without an answer
+    (v1.1), and answers whose text is not at their answer_start in the context, are
+    skipped too, as run_squad skips answers it cannot recover. Training on a file that
+    marks questions is_impossible (SQuAD v2.0) without version_2_with_negative is refused.
+    """
+    data = _field(_load_json(path), "data", list, path, "top level")
+    examples, contexts, report = [], [], collections.Counter()
+    seen = set()
+    marked_impossible = 0     # questions the file says have no answer (v2.0's mark)
+    for a, article in enumerate(data):
+        paragraphs = _field(article, "paragraphs", list, path, f"data[{a}]")
+        for p, paragraph in enumerate(paragraphs):
+            where = f"data[{a}].paragraphs[{p}]"
+            context = _field(paragraph, "context", str, path, where)
+            qas = _field(paragraph, "qas", list, path, where)
+            if not context.strip():
+                report["empty_context"] += len(qas)
+                continue
+            contexts.append(context)
+            for q, qa in enumerate(qas):
+                qwhere = f"{where}.qas[{q}]"
+                qid = str(_field(qa, "id", (str, int), path, qwhere))
+                if qid in seen:
+                    raise ValueError(f"{path}: {qwhere}: duplicate question id {qid!r}")
+                seen.add(qid)
+                question = _field(qa, "question", str, path, qwhere)
+                answers = qa.get("answers", [])
+                if not isinstance(answers, list):
+                    raise ValueError(f"{path}: {qwhere}.answers: expected a list")
+                for i, answer in enumerate(answers):
+                    _field(answer, "text", str, path, f"{qwhere}.answers[{i}]")
+                    _field(answer, "answer_start", int, path, f"{qwhere}.answers[{i}]")
+                marked_impossible += qa.get("is_impossible") is True
+                impossible = bool(qa.get("is_impossible", False)) or not answers
+                if impossible and not version_2_with_negative:
+                    # v1.1 has no unanswerable questions: without an answer there is
+                    # nothing to train on (eval still counts it as a question).
+                    report["no_answer"] += 1
+                    if is_training:
+                        continue
+                if not question.strip():
+                    report["empty_question"] += 1
+                    continue
+                example = SquadExample(qid, question, len(contexts) - 1, answers,
+                                       impossible and version_2_with_negative)
+                if answers and not example.is_impossible:
+                    text, start = answers[0]["text"], answers[0]["answer_start"]
+                    found = context[start:start + len(text)] == text and text.strip()
+                    if found:
+                        example.answer_start, example.answer_end = start, start + len(text)
+                    else:
+                        report["answer_not_in_context"] += 1
+                        if is_training:
+                            continue
+                examples.append(example)
+    if is_training and marked_impossible and not version_2_with_negative:
+        # A v2.0 file read as v1.1 would train on its answerable questions alone: the
+        # model would never learn to answer "no answer", and only a count would say so.
+        raise ValueError(f"{path}: {marked_impossible} of {len(seen)} questions are "
+                         f"unanswerable (is_impossible); pass --version_2_with_negative "
+                         f"to train on SQuAD v2.0")
+    report["questions"] = len(examples)
+    return examples, contexts, data, report
+
+
+def split_words(text):
+    """run_squad's whitespace split -> list of (word, char_start)."""
+    words, start = [], None
+    for i, ch in enumerate(text):
+        if ch in _WHITESPACE:
+            if start is not None:
+                words.append((text[start:i], start))
+                start = None
+        elif start is None:
+            start = i
+    if start is not None:
+        words.append((text[start:], start))
+    return words
+
+
+# ----------------------------------------------------------------------------- features
+
+@dataclasses.dataclass
+class DocPieces:
+    """A context's word pieces: ids [P] int32, offsets [P, 2] int32 character offsets
+    into the context (end exclusive)."""
+    ids: np.ndarray
+    offsets: np.ndarray
+
+
+def _byte_to_char(word):
+    """[bytes + 1] int: the character index of each UTF-8 byte of `word` (and its end)."""
+    lengths = [len(ch.encode("utf-8")) for ch in word]
+    return np.concatenate([np.repeat(np.arange(len(word)), lengths), [len(word)]])
+
+
+def tokenize_words(tokenizer, words, chunk=8192):
+    """Tokenizes each word alone. Returns (ids, char_starts, char_ends), lists of int32
+    arrays, one per word; offsets are characters into the word."""
+    import tensorflow as tf
+    out_ids, out_starts, out_ends = [], [], []
+    for i in range(0, len(words), chunk):
+        batch = words[i:i + chunk]
+        ids, starts, ends = tokenizer.tokenize_with_offsets(
+            tf.constant([w.encode("utf-8") for w in batch], tf.string))
+        splits = ids.row_splits.numpy()
+        flat_ids = ids.flat_values.numpy()
+        flat_starts, flat_ends = starts.flat_values.numpy(), ends.flat_values.numpy()
+        for j, word in enumerate(batch):
+            lo, hi = splits[j], splits[j + 1]
+            s, e = flat_starts[lo:hi], flat_ends[lo:hi]
+            if len(word.encode("utf-8")) != len(word):      # non-ASCII: bytes -> chars
+                to_char = _byte_to_char(word)
+                s, e = to_char[s], to_char[e]
+            out_ids.append(flat_ids[lo:hi].astype(np.int32))
+            out_starts.append(np.asarray(s, np.int32))
+            out_ends.append(np.asarray(e, np.int32))
+    return out_ids, out_starts, out_ends
+
+
+def tokenize_contexts(tokenizer, contexts):
+    """Each context -> DocPieces (every word tokenized alone, as run_squad does)."""
+    words, owner, bases = [], [], []
+    for c, context in enumerate(contexts):
+        for word, start in split_words(context):
+            words.append(word)
+            owner.append(c)
+            bases.append(start)
+    ids, starts, ends = tokenize_words(tokenizer, words)
+    per_context = [([], []) for _ in contexts]
+    for w, c in enumerate(owner):
+        per_context[c][0].append(ids[w])
+        per_context[c][1].append(np.stack([starts[w], ends[w]], axis=1) + bases[w])
+    out = []
+    for piece_ids, offsets in per_context:
+        out.append(DocPieces(
+            np.concatenate(piece_ids).astype(np.int32) if piece_ids else
+            np.zeros([0], np.int32),
+            np.concatenate(offsets).astype(np.int32) if offsets else
+            np.zeros([0, 2], np.int32)))
+    return out
+
+
+def answer_piece_span(offsets, start_char, end_char):
+    """The pieces [first, last] covering the characters [start_char, end_char): the first
+    piece ending after the answer starts, the last starting before it ends (a piece that
+    holds more than the answer, "Japanese" for "Japan", is taken whole, as run_squad
+    does). None when no piece overlaps (an answer of deleted characters only)."""
+    first = int(np.searchsorted(offsets[:, 1], start_char, side="right"))
+    last = int(np.searchsorted(offsets[:, 0], end_char, side="left")) - 1
+    if first > last or first >= len(offsets) or last < 0:
+        return None
+    return first, last
+
+
+def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stride,
+                    max_query_length, cls_id, sep_id, pad_id=0, is_training=False):
+    """Windows of every example -> dict of numpy arrays, one row per window:
+
+      token_ids, segment_ids, padding_mask  int32 [N, S]   [CLS] question [SEP] window [SEP]
+      start_positions, end_positions        int32 [N]      answer pieces; 0 ([CLS]) when
+                                                           the window lacks the answer
+      offsets                               int32 [N, S, 2] context characters; -1 elsewhere
+      max_context                           bool  [N, S]   piece has its max context here
+      example_index                         int32 [N]
+
+    Returns (features, report). In training, an answer no piece overlaps drops the example
+    (counted as "answer_not_aligned").
+    """
+    report = collections.Counter()
+    rows = collections.defaultdict(list)
+    for e, example in enumerate(examples):
+        query = list(question_ids[e][:max_query_length])
+        if len(question_ids[e]) > max_query_length:
+            report["question_truncated"] += 1
+        doc = doc_pieces[example.context_index]
+        if len(doc.ids) == 0:
+            report["context_without_pieces"] += 1
+            continue
+        answer = None
+        if example.answer_start >= 0:
+            answer = answer_piece_span(doc.offsets, example.answer_start, example.answer_end)
+            if answer is None:
+                report["answer_not_aligned"] += 1
+                if is_training:
+                    continue
+        max_doc = max_seq_length - len(query) - 3
+        spans = squad_postprocess.doc_spans(len(doc.ids), max_doc, doc_stride)
+        best_window = squad_postprocess.max_context_window(spans, len(doc.ids))
+        if len(spans) > 1:
+            report["split_into_windows"] += 1
+        for w, (start, length) in enumerate(spans):
+            doc_offset = len(query) + 2                    # [CLS] query [SEP]
+            n = doc_offset + length + 1
+            token_ids = np.full(max_seq_length, pad_id, np.int32)
+            token_ids[:n] = [cls_id] + query + [sep_id] + \
+                doc.ids[start:start + length].tolist() + [sep_id]
+            segment_ids = np.zeros(max_seq_length, np.int32)
+            segment_ids[doc_offset:n] = 1
+            mask = np.zeros(max_seq_length, np.int32)
+            mask[:n] = 1
+            offsets = np.full((max_seq_length, 2), -1, np.int32)
+            offsets[doc_offset:doc_offset + length] = doc.offsets[start:start + length]
+            max_context = np.zeros(max_seq_length, bool)
+            max_context[doc_offset:doc_offset + length] = \
+                best_window[start:start + length] == w
+            s_pos = e_pos = 0
+            if answer is not None and start <= answer[0] and answer[1] < start + length:
+                s_pos, e_pos = answer[0] - start + doc_offset, answer[1] - start + doc_offset
+            for key, value in (("token_ids", token_ids), ("segment_ids", segment_ids),
+                               ("padding_mask", mask), ("start_positions", s_pos),
+                               ("end_positions", e_pos), ("offsets", offsets),
+                               ("max_context", max_context), ("example_index", e)):
+                rows[key].append(value)
+    if not rows:
+        raise ValueError("no features: every example was skipped (see the report)")
+    features = {k: np.asarray(v) for k, v in rows.items()}
+    for k in ("start_positions", "end_positions", "example_index"):
+        features[k] = features[k].astype(np.int32)
+    report["features"] = len(features["token_ids"])
+    return features, report
+
+
+def featurize(path, tokenizer, args, is_training):
+    """Reads `path` and builds its features. Returns (examples, contexts, dataset,
+    features, report)."""
+    examples, contexts, dataset, report = read_squad_examples(
+        path, args.version_2_with_negative, is_training)
+    if not examples:
+        raise ValueError(f"{path}: no usable questions ({dict(report)})")
+    doc_pieces = tokenize_contexts(tokenizer, contexts)
+    question_ids = tokenizer.encode([ex.question for ex in examples])
+    features, feature_report = create_features(
+        examples, doc_pieces, question_ids, args.max_seq_length, args.doc_stride,
+        args.max_query_length, tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id,
+        is_training)
+    report.update(feature_report)
+    print(f"{path}: {dict(sorted(report.items()))}", flush=True)
+    return examples, contexts, dataset, features, report
