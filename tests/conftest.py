@@ -16,6 +16,19 @@ if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
 import bert_tf  # noqa: E402,F401  (the CPU kernel and log settings users get, before TensorFlow)
 
 
+def pytest_configure(config):
+    """The processes the tests start run tests/runtime_site/sitecustomize.py first: the
+    test extra's JAX and scikit-learn hidden, as a runtime-only install has them. Set in
+    the process that runs the tests (an xdist worker, or pytest itself with -n 0), not in
+    xdist's controller, whose children are the workers (tests/test_metrics.py uses
+    scikit-learn there)."""
+    if not hasattr(config, "workerinput") and config.getoption("numprocesses", None):
+        return
+    site = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime_site")
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join([site] + [p for p in paths if p != site])
+
+
 @pytest.fixture(scope="session")
 def stdlib_corpus(tmp_path_factory):
     """Path of the stdlib-docstring corpus (one sentence per line, blank line between

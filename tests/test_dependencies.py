@@ -181,3 +181,19 @@ def test_requirement_names_are_canonical(tmp_path):
     path = tmp_path / "requirements.txt"
     path.write_text("# comment\nTensorFlow_Text==2.21.1\nkeras>=3.10  # why\n\nfoo.bar[x]\n")
     assert declared(path) == {"tensorflow-text", "keras", "foo-bar"}
+
+
+def test_started_processes_see_a_runtime_install():
+    """A process the suite starts finds neither JAX nor scikit-learn (test-only packages:
+    tests/runtime_site/), unless it runs Keras on JAX; both stay importable here."""
+    import subprocess
+    code = ("import importlib.util as u; "
+            "print([u.find_spec(n) is None for n in ('jax', 'sklearn', 'numpy')])")
+    plain = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True)
+    assert plain.stdout.split() == ["[True,", "True,", "False]"], plain.stdout
+    on_jax = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True, env=dict(os.environ, KERAS_BACKEND="jax"))
+    assert on_jax.stdout.split() == ["[False,", "False,", "False]"], on_jax.stdout
+    import importlib.util
+    assert importlib.util.find_spec("sklearn") is not None
