@@ -17,7 +17,7 @@ weights (no checkpoint is chosen on it):
 Modes: off (google's: every batch padded to max_seq_length; the reference), the ones
 named by --modes. `sort-exact` is sort with windows sorted by exact length (the default
 before sort ordered by the width a batch is cut to); it is selected in the command's
-process through bert_tf.batching.SORT_BY_WIDTH.
+process through bert_tf.text.batching.SORT_BY_WIDTH.
 
     python bench/batching_accuracy.py --seeds 1,2,3
 """
@@ -57,7 +57,7 @@ def write_zh_ner(folder):
 
 def topic_rows():
     """(train, held_out): lists of (sentence, package)."""
-    from bert_tf.corpus import package_topics
+    from bert_tf.base.corpus import package_topics
     train, held_out = [], []
     for package, sentences in package_topics(
             PACKAGES, PER_PACKAGE_TRAIN + PER_PACKAGE_HELD_OUT).items():
@@ -100,7 +100,7 @@ def commands(name, files, out, mode, seed, minilm):
 
 def run(argv, mode):
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-    prelude = ("import sys, runpy; import bert_tf.batching as b; "
+    prelude = ("import sys, runpy; import bert_tf.text.batching as b; "
                f"b.SORT_BY_WIDTH = {mode != 'sort-exact'}; sys.argv = sys.argv[1:]; "
                "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)")
     # python -m MODULE FLAGS, with the batching module set first: sys.argv in -c is

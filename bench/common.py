@@ -164,9 +164,9 @@ def command_line():
 
 def short_texts(count, stride=7):
     """`count` real short texts: the first sentence of every `stride`-th standard-library
-    docstring (bert_tf/corpus.py), in corpus order. Their lengths are what users send a
+    docstring (bert_tf/base/corpus.py), in corpus order. Their lengths are what users send a
     classifier (a median of ~15 word pieces, few over 40), not texts cut to fill 128."""
-    from bert_tf.corpus import iter_documents
+    from bert_tf.base.corpus import iter_documents
     texts = []
     for i, document in enumerate(iter_documents()):
         if i % stride == 0 and document and document[0].strip():
@@ -179,7 +179,7 @@ def short_texts(count, stride=7):
 def length_summary(texts, vocab_file, max_seq_length=None):
     """Word pieces per text ([CLS] and [SEP] included) as 'median M, p90 P, max X'."""
     import numpy as np
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
     tokenizer = BertTokenizer(vocab_file, do_lower_case=True)
     lengths = np.array([len(ids) + 2 for ids in tokenizer.encode(texts)])
     if max_seq_length:

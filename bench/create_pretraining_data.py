@@ -55,7 +55,7 @@ def build_corpus(path, n_bytes):
     format, cut at a document boundary after n_bytes. Stops reading sources as soon as
     it has enough (site-packages is large)."""
     import sysconfig
-    from bert_tf.corpus import docstrings, split_sentences, stdlib_sources
+    from bert_tf.base.corpus import docstrings, split_sentences, stdlib_sources
     roots = [sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"]]
     written = 0
     with open(path + ".tmp", "w", encoding="utf-8") as f:
@@ -120,7 +120,7 @@ def measure(cmd, log_path):
 def record_stats(path, seq=128, pred=20):
     """What a shard holds: examples, random-next share, masked fraction, tokens/example."""
     import tensorflow as tf
-    from bert_tf.pretraining.data import feature_spec
+    from bert_tf.training.data import feature_spec
     n = masked = tokens = random_next = 0
     for batch in tf.data.TFRecordDataset(path).batch(4096):
         ex = tf.io.parse_example(batch, feature_spec(seq, pred))

@@ -56,7 +56,7 @@ def keras_runner(model, jit_compile, inputs):
 
 
 def bert_tf_runner(policy, inputs, jit_compile):
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.models.encoder import BertEncoder
     return keras_runner(BertEncoder(**BASE, dtype=policy), jit_compile, inputs)
 
 

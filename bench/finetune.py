@@ -75,8 +75,8 @@ def ours(directory, dtype, batch_size, jit_compile):
     """A step function of the CLI's model + optimizer (compiled by Keras)."""
     import keras
 
-    from bert_tf.checkpoints import load_encoder
-    from bert_tf.task_models import BertClassifier
+    from bert_tf.checkpoints.dispatch import load_encoder
+    from bert_tf.models.task_models import BertClassifier
     from tasks import driver
     from tasks.families import glue
     keras.utils.set_random_seed(0)
@@ -144,10 +144,10 @@ def ours_short(directory, batch_size, length_batching):
     import keras
 
     from bench.common import short_texts
-    from bert_tf.checkpoints import load_encoder
-    from bert_tf.tokenization import BertTokenizer
-    from bert_tf.preprocessor import BertPreprocessor
-    from bert_tf.task_models import BertClassifier
+    from bert_tf.checkpoints.dispatch import load_encoder
+    from bert_tf.text.tokenization import BertTokenizer
+    from bert_tf.text.preprocessor import BertPreprocessor
+    from bert_tf.models.task_models import BertClassifier
     from tasks import driver
     from tasks.families import glue
     keras.utils.set_random_seed(0)

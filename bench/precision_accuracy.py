@@ -65,7 +65,7 @@ def onnx_answers(run_dir, texts):
     import torch
     import transformers
     from bench.serving import export_onnx, ort_runner
-    from bert_tf.checkpoints import save_checkpoint
+    from bert_tf.checkpoints.dispatch import save_checkpoint
     from export.saved_model import load_task_model
     model, config, _ = load_task_model("classification", run_dir)
     directory = os.path.join(run_dir, "exports", "onnx")

@@ -42,10 +42,10 @@ def random_batch(batch, seed=0):
 def ours(batch, dtype, tmp, jit_compile=False):
     import tensorflow as tf
 
-    from bert_tf.config import BertConfig
-    from bert_tf.pretrainer import BertPretrainer
-    from bert_tf.pretraining.optimization import create_optimizer
-    from bert_tf.pretraining.trainer import PretrainingLoop
+    from bert_tf.base.config import BertConfig
+    from bert_tf.models.pretrainer import BertPretrainer
+    from bert_tf.training.optimization import create_optimizer
+    from bert_tf.training.trainer import PretrainingLoop
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():
         model = BertPretrainer.from_config_object(

@@ -104,9 +104,9 @@ def minilm_dir():
 
 
 def sentences(count, min_chars=0):
-    """`count` texts from the stdlib-docstring corpus (bert_tf/corpus.py), each made of
+    """`count` texts from the stdlib-docstring corpus (bert_tf/base/corpus.py), each made of
     consecutive sentences until it has at least min_chars characters."""
-    from bert_tf.corpus import iter_documents
+    from bert_tf.base.corpus import iter_documents
     texts, current = [], ""
     for document in iter_documents():
         for sentence in document:
@@ -136,7 +136,7 @@ def export_classifier(model, tokenizer, seq_length, labels, directory, frozen=Fa
 
 def classifier(encoder_fn, num_classes, policy, weights=None):
     """A tasks.glue classifier on encoder_fn(policy); weights copied when given."""
-    from bert_tf.task_models import BertClassifier
+    from bert_tf.models.task_models import BertClassifier
     model = BertClassifier(encoder_fn(policy), num_classes)
     if weights is not None:
         model.set_weights(weights)
@@ -168,7 +168,7 @@ def ours_classifier(hf_dir, precision="fp32"):
     head's kernel is HF's classifier.weight transposed)."""
     import numpy as np
     from safetensors.numpy import load_file
-    from bert_tf.checkpoints import load_encoder
+    from bert_tf.checkpoints.dispatch import load_encoder
     policy = "mixed_bfloat16" if precision == "bf16" else None
     model = classifier(lambda p: load_encoder(hf_dir, dtype=p, ignore=CLASSIFIER_HEAD),
                        len(LABELS), policy)
@@ -183,7 +183,7 @@ def export_ours(hf_dir, seq_length, precision, directory):
     """ours_classifier exported as the classification SavedModel; the path. precision
     "fp32" or "bf16", "-frozen" after it for the weights as constants (export
     --freeze_weights), or "int8" (export --dtype int8)."""
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
     tokenizer = BertTokenizer(os.path.join(hf_dir, "vocab.txt"), do_lower_case=True)
     dtype, frozen = precision.split("-")[0], precision.endswith("-frozen")
     int8 = precision == "int8"
@@ -434,8 +434,8 @@ def bf16_accuracy(num_texts, seq_length, progress=print):
     import keras
     import numpy as np
     import tensorflow as tf
-    from bert_tf.checkpoints import load_encoder
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.checkpoints.dispatch import load_encoder
+    from bert_tf.text.tokenization import BertTokenizer
     directory = minilm_dir()
     tokenizer = BertTokenizer(os.path.join(directory, "vocab.txt"), do_lower_case=True)
     keras.utils.set_random_seed(0)

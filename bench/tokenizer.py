@@ -30,7 +30,7 @@ PASSES = 10   # corpus passes per tf.data round
 
 def read_corpus(input_file):
     if input_file is None:
-        from bert_tf.corpus import write_corpus
+        from bert_tf.base.corpus import write_corpus
         input_file = os.path.join(tempfile.mkdtemp(), "stdlib.txt")
         write_corpus(input_file)
     with open(input_file, "rb") as f:
@@ -55,7 +55,7 @@ def main(argv=None):
     import tensorflow as tf
     import tensorflow_text as tf_text
     import tokenizers
-    from bert_tf.tokenization import BertTokenizer, load_vocab
+    from bert_tf.text.tokenization import BertTokenizer, load_vocab
     from tests.reference_tokenizer import ReferenceTokenizer
 
     vocab_file = args.vocab_file

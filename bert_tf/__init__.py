@@ -10,29 +10,36 @@ import os
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 # TensorFlow's C++ start-up lines (twice per process) are hidden unless
-# TF_CPP_MIN_LOG_LEVEL is set; see bert_tf/tf_logs.py.
-from bert_tf import tf_logs as _tf_logs  # noqa: E402
+# TF_CPP_MIN_LOG_LEVEL is set; see bert_tf/base/tf_logs.py.
+from bert_tf.base import tf_logs as _tf_logs  # noqa: E402
 
 _tf_logs.install()
+
+# The modules stand in one folder per floor (docs/architecture.md); their old flat names
+# (`bert_tf.encoder`, `bert_tf.pretraining.optimization`, ...) still import, as the same
+# modules: bert_tf/base/moved.py.
+from bert_tf.base import moved as _moved  # noqa: E402
+
+_moved.install()
 
 # The public API, imported on first use (`import bert_tf` itself must stay light: it runs
 # before TensorFlow is imported, to set the variables above).
 _API = {
-    "BertConfig": "bert_tf.config",
-    "BertTokenizer": "bert_tf.tokenization",
-    "BertPacker": "bert_tf.packing",
-    "BertEncoder": "bert_tf.encoder",
-    "BertPretrainer": "bert_tf.pretrainer",
-    "BertClassifier": "bert_tf.task_models",
-    "BertMultipleChoice": "bert_tf.task_models",
-    "BertTokenClassifier": "bert_tf.task_models",
-    "BertSpanLabeler": "bert_tf.task_models",
-    "load_encoder": "bert_tf.checkpoints",
-    "load_pretrainer": "bert_tf.checkpoints",
-    "save_checkpoint": "bert_tf.checkpoints",
-    "load_task_model": "bert_tf.run_dir",
-    "save_task_model": "bert_tf.run_dir",
-    "create_optimizer": "bert_tf.pretraining.optimization",
+    "BertConfig": "bert_tf.base.config",
+    "BertTokenizer": "bert_tf.text.tokenization",
+    "BertPacker": "bert_tf.text.packing",
+    "BertEncoder": "bert_tf.models.encoder",
+    "BertPretrainer": "bert_tf.models.pretrainer",
+    "BertClassifier": "bert_tf.models.task_models",
+    "BertMultipleChoice": "bert_tf.models.task_models",
+    "BertTokenClassifier": "bert_tf.models.task_models",
+    "BertSpanLabeler": "bert_tf.models.task_models",
+    "load_encoder": "bert_tf.checkpoints.dispatch",
+    "load_pretrainer": "bert_tf.checkpoints.dispatch",
+    "save_checkpoint": "bert_tf.checkpoints.dispatch",
+    "load_task_model": "bert_tf.models.run_dir",
+    "save_task_model": "bert_tf.models.run_dir",
+    "create_optimizer": "bert_tf.training.optimization",
 }
 __all__ = sorted(_API)
 

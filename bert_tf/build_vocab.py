@@ -3,20 +3,20 @@
     python -m bert_tf.build_vocab --input_file corpus.txt --output_file vocab.txt \\
         --vocab_size 8000 --do_lower_case
 
-The flags of `bert_tf.wordpiece_learner.build_vocab`, which does the work (how pieces are
+The flags of `bert_tf.text.wordpiece_learner.build_vocab`, which does the work (how pieces are
 learned, and what the file holds, is told there).
 """
 
 import sys
 
-from bert_tf.cli import ArgumentParser, boolean, check_not_inputs, run_main
+from bert_tf.base.cli import ArgumentParser, boolean, check_not_inputs, run_main
 
 
 def run(args):
     """Learns and writes the vocabulary of the flags; returns it (a list of tokens)."""
     import tensorflow as tf   # here, not at the top: --help needs no TensorFlow
 
-    from bert_tf.wordpiece_learner import build_vocab, expand_files
+    from bert_tf.text.wordpiece_learner import build_vocab, expand_files
     files = expand_files(args.input_file)
     check_not_inputs([("output_file", args.output_file)],
                      [("--input_file", path) for path in files])
@@ -35,7 +35,7 @@ def main(argv=None):
     parser = ArgumentParser(
         prog="python -m bert_tf.build_vocab",
         description="Learn a WordPiece vocabulary (vocab.txt) from raw text, with the same "
-                    "normalisation as bert_tf.tokenization.BertTokenizer. The file starts "
+                    "normalisation as bert_tf.text.tokenization.BertTokenizer. The file starts "
                     "with [PAD] [UNK] [CLS] [SEP] [MASK] at ids 0, 1, 2, 3, 4 in that order "
                     "([PAD] at 0 as in bert-base's vocab), then every character of the "
                     "corpus with and without '##', then the learned pieces.")

@@ -5,20 +5,20 @@
 
 The input format is detected unless --input_format says it. A checkpoint with pretraining
 heads (cls/...) is converted with them; an encoder-only one stays encoder-only. Every
-tensor is shape-checked on the way (see bert_tf/checkpoint_formats/core.py); the output
+tensor is shape-checked on the way (see bert_tf/checkpoints/formats/core.py); the output
 is written under a temporary name beside --output and renamed when complete. The format
-choices are the registered formats' names (bert_tf/checkpoint_formats/), in their order.
+choices are the registered formats' names (bert_tf/checkpoints/formats/), in their order.
 """
 
 import glob
 import os
 
-from bert_tf import registry
-from bert_tf.cli import ArgumentParser, boolean, check_not_inputs, run_main
+from bert_tf.checkpoints import registry
+from bert_tf.base.cli import ArgumentParser, boolean, check_not_inputs, run_main
 
 
 def parse_args(argv=None):
-    from bert_tf.checkpoints import format_names, writable_format_names
+    from bert_tf.checkpoints.dispatch import format_names, writable_format_names
     parser = ArgumentParser(
         prog="python -m bert_tf.convert_checkpoint",
         description=__doc__.split("\n\n")[0] + " Formats: google = bert_model.ckpt + "
@@ -31,7 +31,7 @@ def parse_args(argv=None):
                              "directory, an HF directory, a .keras file or a keras-hub "
                              "preset directory; or a released checkpoint's name "
                              "(uncased_L-12_H-768_A-12, bert-base-uncased, ...: see "
-                             "bert_tf/registry.py), downloaded once into $BERT_TF_CACHE")
+                             "bert_tf/checkpoints/registry.py), downloaded once into $BERT_TF_CACHE")
     parser.add_argument("--output", required=True,
                         help="directory to write (for keras, a path ending in .keras writes "
                              "just that file)")
@@ -70,9 +70,9 @@ def convert(input_path, output, output_format, input_format="auto", bert_config_
                                             ("--vocab_file", vocab_file)],
                      checkpoints=[("--input", input_path)])
 
-    from bert_tf import checkpoints
-    from bert_tf.encoder import BertEncoder
-    from bert_tf.pretrainer import BertPretrainer
+    from bert_tf.checkpoints import dispatch as checkpoints
+    from bert_tf.models.encoder import BertEncoder
+    from bert_tf.models.pretrainer import BertPretrainer
 
     log(f"reading {input_path}")
     checkpoint = checkpoints.read_checkpoint(input_path, input_format, bert_config_file)
@@ -93,7 +93,7 @@ def convert(input_path, output, output_format, input_format="auto", bert_config_
     log(f"  {report}")
     vocab_file = vocab_file or checkpoint.vocab_file
     if vocab_file:
-        from bert_tf.tokenization import check_vocab_fits
+        from bert_tf.text.tokenization import check_vocab_fits
         check_vocab_fits(vocab_file, c.vocab_size)
     log(f"writing {output_format} checkpoint to {output}"
         + (f" (vocab from {vocab_file})" if vocab_file else " (no vocab.txt)"))
@@ -113,7 +113,7 @@ def run(args):
 def main(argv=None):
     """Returns the output path; a bad input, a file error (an existing --output
     included) or a missing package is one `error: ...` line and exit status 1
-    (bert_tf/cli.py; a mismatch error lists every difference on that line)."""
+    (bert_tf/base/cli.py; a mismatch error lists every difference on that line)."""
     args = parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF's startup chatter out
     return run_main(run, args, errors=(OSError, ImportError))

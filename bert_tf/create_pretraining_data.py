@@ -8,7 +8,7 @@ google-research/bert's create_pretraining_data.py with the same flags, defaults,
 and output features (shards from either train with either), but streaming: memory stays
 flat whatever the corpus size, all cores work, the output is the same for a given seed
 whatever --num_workers is, and a killed run picks up where it stopped with byte-identical
-shards. docs/pretraining_data.md has the details; bert_tf/pretraining_data/ the algorithm.
+shards. docs/pretraining_data.md has the details; bert_tf/data/ the algorithm.
 
 Input (--input_format): `lines` (google's: one sentence per line, a blank line between
 documents), `paragraphs` (a blank line between documents, sentences found by punctuation),
@@ -17,24 +17,24 @@ sentences).
 
 This module is the command: its flags and `main`. The run (`pipeline.run`: checks, blocks
 to workers, the shard writer, the summary a rerun resumes from) and the algorithm it runs
-live in bert_tf/pretraining_data/, one module per step; with --runner the blocks run on
-Apache Beam instead (pretraining_data/beam.py), giving the same shards.
+live in bert_tf/data/, one module per step; with --runner the blocks run on
+Apache Beam instead (data/beam.py), giving the same shards.
 """
 
 import argparse
 import os
 
 # This module runs in the main process, which must not import TensorFlow
-# (pretraining_data/tokenizer.py says why) nor even numpy: it only reads, dispatches and
+# (data/tokenizer.py says why) nor even numpy: it only reads, dispatches and
 # writes, and stays small.
-from bert_tf.cli import ArgumentParser, boolean, run_main
-from bert_tf.pretraining_data import inputs
-from bert_tf.pretraining_data.errors import Stopped
-from bert_tf.pretraining_data.pipeline import run
-from bert_tf.pretraining_data.pool import WorkerError
-from bert_tf.pretraining_data.segmenters import SEGMENTERS
-from bert_tf.pretraining_data.shards import shard_paths
-from bert_tf.pretraining_data.summary import print_summary
+from bert_tf.base.cli import ArgumentParser, boolean, run_main
+from bert_tf.data import inputs
+from bert_tf.data.errors import Stopped
+from bert_tf.data.pipeline import run
+from bert_tf.data.pool import WorkerError
+from bert_tf.data.segmenters import SEGMENTERS
+from bert_tf.data.shards import shard_paths
+from bert_tf.data.summary import print_summary
 
 PROG = "python -m bert_tf.create_pretraining_data"
 # The flags' defaults are the settings' (google's): one place states them.
@@ -135,7 +135,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     """Returns the run's summary; a bad input or a file or worker failure is one
-    `error: ...` line and exit status 1 (bert_tf/cli.py)."""
+    `error: ...` line and exit status 1 (bert_tf/base/cli.py)."""
     args = parse_args(argv)
     summary = run_main(run, args, errors=(OSError, WorkerError, Stopped), keras=False)
     print_summary(summary, shard_paths(args.output_file, args.num_shards)[1])

@@ -27,9 +27,9 @@ import sys
 
 import numpy as np
 
-from bert_tf.cli import ArgumentParser, boolean, check_not_inputs, check_seq_length, run_main
-from bert_tf.files import TMP_SUFFIX, read_text
-from bert_tf.input_names import INPUT_NAMES
+from bert_tf.base.cli import ArgumentParser, boolean, check_not_inputs, check_seq_length, run_main
+from bert_tf.base.files import TMP_SUFFIX, read_text
+from bert_tf.base.input_names import INPUT_NAMES
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
@@ -69,7 +69,7 @@ def parse_layers(text, num_layers=None):
 def pack(ids_a, ids_b, max_seq_length, cls_id, sep_id):
     """Piece ids of one example -> packed ids [CLS] A [SEP] (B [SEP]) and segment ids,
     truncated to max_seq_length (google's extract_features rule)."""
-    from bert_tf.packing import truncate_seq_pair
+    from bert_tf.text.packing import truncate_seq_pair
     ids_a = list(ids_a)
     if ids_b is not None:
         ids_b = list(ids_b)
@@ -152,8 +152,8 @@ def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size
 
 
 def run(args):
-    from bert_tf.checkpoints import load_encoder, vocab_beside
-    from bert_tf.tokenization import (BertTokenizer, check_case_matches_vocab,
+    from bert_tf.checkpoints.dispatch import load_encoder, vocab_beside
+    from bert_tf.text.tokenization import (BertTokenizer, check_case_matches_vocab,
                                       check_vocab_fits)
     if not args.init_checkpoint:
         raise ValueError("--init_checkpoint is required")
@@ -193,8 +193,8 @@ def run(args):
 def run_inputs(args, vocab_file):
     """What the output's bytes depend on: the input lines, the checkpoint, the
     vocabulary (by content) and the flags that shape the vectors or their batches."""
-    from bert_tf.checks import checkpoint_place
-    from bert_tf.files import fingerprint
+    from bert_tf.base.checks import checkpoint_place
+    from bert_tf.base.files import fingerprint
     place = checkpoint_place(args.init_checkpoint)
     return {
         "input_file": fingerprint(args.input_file),
@@ -217,8 +217,8 @@ def write_features(path, made_from, records, total, window):
     command cuts the temporary file back to its last recorded window and goes on from
     there; the finished file is byte for byte the uninterrupted run's. With other inputs
     or flags it starts over."""
-    from bert_tf.files import write_json
-    from bert_tf.training_plumbing import Interrupted, stop_requests
+    from bert_tf.base.files import write_json
+    from bert_tf.base.training_plumbing import Interrupted, stop_requests
     tmp, progress = path + TMP_SUFFIX, path + TMP_SUFFIX + ".json"
     done, size = resumable(tmp, progress, made_from)
     if done:
@@ -275,7 +275,7 @@ def resumable(tmp, progress, made_from):
 
 
 def main(argv=None):
-    from bert_tf.training_plumbing import Interrupted
+    from bert_tf.base.training_plumbing import Interrupted
     parser = ArgumentParser(
         description="Write per-token vectors of chosen encoder layers as JSON lines.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -289,7 +289,7 @@ def main(argv=None):
     f("--init_checkpoint", default=None,
       help="google TF1 checkpoint, HF directory or .keras file; or a released "
            "checkpoint's name (uncased_L-12_H-768_A-12, bert-base-uncased, ...: "
-           "bert_tf/registry.py), downloaded once into $BERT_TF_CACHE")
+           "bert_tf/checkpoints/registry.py), downloaded once into $BERT_TF_CACHE")
     f("--vocab_file", default=None, help="default: vocab.txt beside the checkpoint")
     f("--bert_config_file", default=None, help="default: the config beside the checkpoint")
     boolean(parser, "--do_lower_case", default=True)

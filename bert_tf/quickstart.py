@@ -23,9 +23,9 @@ import json
 import os
 import time
 
-from bert_tf.cli import ArgumentParser, DTYPES, check_seq_length, run_main
-from bert_tf.files import atomic_write, file_sha256, read_text, write_json
-from bert_tf.input_names import PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
+from bert_tf.base.cli import ArgumentParser, DTYPES, check_seq_length, run_main
+from bert_tf.base.files import atomic_write, file_sha256, read_text, write_json
+from bert_tf.base.input_names import PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
 
 SENTENCES = (
     "Return the [MASK] of the list.",
@@ -147,7 +147,7 @@ def split_corpus(corpus, train_path, heldout_path, heldout_every=20):
 def unigram_baseline(train_pattern, heldout_pattern, max_seq_length, max_predictions):
     """Masked-LM accuracy of always predicting the most frequent masked token of the
     training shards, measured on the held-out shards."""
-    from bert_tf.pretraining.data import pretraining_dataset
+    from bert_tf.training.data import pretraining_dataset
     counts = collections.Counter()
     for batch in pretraining_dataset(train_pattern, 256, max_seq_length, max_predictions,
                                      is_training=False):
@@ -242,7 +242,7 @@ def corpus_stage(args, record):
     record.start("corpus split")
     corpus = args.corpus or _path(args, "corpus.txt")
     if not args.corpus and not os.path.exists(corpus):
-        from bert_tf.corpus import write_corpus
+        from bert_tf.base.corpus import write_corpus
         docs, size = write_corpus(corpus)
         print(f"wrote {docs} documents, {size / 1e6:.2f} MB to {corpus}")
     if not os.path.exists(_path(args, "train.txt")):
@@ -286,7 +286,7 @@ def pretrain_stage(args, record, vocab):
     that training and evaluation share."""
     stage("4/6 pretrain: tiny BERT")
     from bert_tf import run_pretraining
-    from bert_tf.config import BertConfig
+    from bert_tf.base.config import BertConfig
     config = BertConfig.preset(args.preset, vocab_size=_count_lines(vocab))
     config_file = _path(args, "bert_config.json")
     record.start("model")
@@ -323,8 +323,8 @@ def evaluate_stage(args, pretraining_flags):
 def fill_mask_stage(args, vocab):
     """6/6: the exported HF model's guesses for SENTENCES; returns the tokenizer."""
     stage("6/6 fill-mask")
-    from bert_tf.checkpoints import load_pretrainer
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.checkpoints.dispatch import load_pretrainer
+    from bert_tf.text.tokenization import BertTokenizer
     model = load_pretrainer(os.path.join(_path(args, "model"), "hf"))
     tokenizer = BertTokenizer(vocab, do_lower_case=True)
     for sentence, guesses in fill_mask(model, tokenizer, SENTENCES):

@@ -17,13 +17,13 @@ also written in google's TF1 format (output_dir/google) and HF's (output_dir/hf)
 import contextlib
 import os
 
-from bert_tf.cli import (ArgumentParser, DTYPES, boolean, check_not_inputs, check_seq_length,
+from bert_tf.base.cli import (ArgumentParser, DTYPES, boolean, check_not_inputs, check_seq_length,
                          run_main)
-from bert_tf.files import write_results as write_eval_results  # google's eval_results.txt
+from bert_tf.base.files import write_results as write_eval_results  # google's eval_results.txt
 # TensorFlow-free at import, like this module: --help and flag errors stay fast.
-from bert_tf.pretraining.run import check_resume
-from bert_tf.pretraining_data.inputs import chooses_masks
-from bert_tf.training_plumbing import is_chief
+from bert_tf.training.run import check_resume
+from bert_tf.data.inputs import chooses_masks
+from bert_tf.base.training_plumbing import is_chief
 
 
 def parse_args(argv=None):
@@ -41,7 +41,7 @@ def parse_args(argv=None):
     flag("output_dir", required=True, help="checkpoints, logs and exported models")
     flag("init_checkpoint", default=None,
          help="initial weights: google TF1, HF or Keras checkpoint (heads optional), or "
-              "a released checkpoint's name (bert_tf/registry.py), downloaded once")
+              "a released checkpoint's name (bert_tf/checkpoints/registry.py), downloaded once")
     flag("max_seq_length", type=int, default=128)
     flag("max_predictions_per_seq", type=int, default=20)
     flag("masking", default=None, choices=("static", "dynamic"),
@@ -138,7 +138,7 @@ def schedule_length(args):
 
 def resolve_objective(args, made_for):
     """Sets --next_sentence and --masking where not given from what the shards were made
-    for (`made_for`: pretraining/run.py's shard_objective, None for shards without a
+    for (`made_for`: training/run.py's shard_objective, None for shards without a
     summary: nsp and static); ValueError, one line, for a given flag that contradicts
     the shards (--next_sentence=none on pair shards is the masked LM alone: allowed)."""
     made = made_for or {}
@@ -183,9 +183,9 @@ def masking_spec(args, files=()):
     --chinese_word_segmenter --masking=none), else '##' pieces continue a word."""
     if args.masking != "dynamic":
         return None
-    from bert_tf.pretraining.data import has_word_marks
-    from bert_tf.pretraining.dynamic_masking import MaskingSpec
-    from bert_tf.text_rules import load_vocab
+    from bert_tf.training.data import has_word_marks
+    from bert_tf.training.dynamic_masking import MaskingSpec
+    from bert_tf.text.text_rules import load_vocab
     tokens = load_vocab(args.vocab_file)
     word_marks = args.do_whole_word_mask and has_word_marks(files)
     if word_marks:
@@ -200,7 +200,7 @@ def masking_spec(args, files=()):
 
 
 def run(args):
-    """The run's library calls (bert_tf/pretraining/run.py) with its flags as arguments;
+    """The run's library calls (bert_tf/training/run.py) with its flags as arguments;
     returns the eval metrics (None without --do_eval). The shard sets it reads are
     locked for reading while it runs (no create_pretraining_data rewrites them)."""
     with contextlib.ExitStack() as locks:
@@ -208,9 +208,9 @@ def run(args):
 
 
 def _run(args, locks):
-    from bert_tf.pretraining import run as pretraining
-    from bert_tf.pretraining.distribution import create_strategy, describe
-    from bert_tf.pretraining.trainer import PretrainingLoop
+    from bert_tf.training import run as pretraining
+    from bert_tf.training.distribution import create_strategy, describe
+    from bert_tf.training.trainer import PretrainingLoop
 
     check_seq_length(args.max_seq_length, texts=2)
     # Its folder is never the checkpoint it starts from, nor holds or lies inside it, and
@@ -277,12 +277,12 @@ def _run(args, locks):
 
 
 def main(argv=None):
-    """Exit status 0, or 1 with one `error: ...` line (bert_tf/cli.py); returns run's
+    """Exit status 0, or 1 with one `error: ...` line (bert_tf/base/cli.py); returns run's
     eval metrics (None without --do_eval)."""
     args = parse_args(argv)
     # After the flags: the loop's module loads TensorFlow, which run() needs anyway.
-    from bert_tf.pretraining.trainer import NonFiniteLossError
-    from bert_tf.training_plumbing import Interrupted
+    from bert_tf.training.trainer import NonFiniteLossError
+    from bert_tf.base.training_plumbing import Interrupted
     return run_main(run, args, errors=(NonFiniteLossError, Interrupted), positive=(
         "train_batch_size", "eval_batch_size", "num_train_steps", "save_checkpoints_steps",
         "steps_per_loop", "gradient_accumulation_steps", "max_seq_length",

@@ -155,7 +155,7 @@ def quantize_encoder(model):
     """Replaces the dense layers of every transformer block of `model`'s encoder by
     Int8Dense (in place; the model then only serves); a block with the exact GELU gets
     Int8GeluDense, which applies it. Returns the number replaced."""
-    from bert_tf.layers.transformer import gelu_exact
+    from bert_tf.models.layers.transformer import gelu_exact
     encoder = getattr(model, "encoder", model)
     count = 0
     for block in encoder.blocks:

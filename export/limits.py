@@ -3,7 +3,7 @@ limits, without TensorFlow (the command's --help reads them).
 
 The span tasks' memory grows by about 140 bytes per byte of text above the loaded model
 (measured on NER and SQuAD exports, docs/serving.md "What one request may cost"), and
-the model runs in calls of at most bert_tf.batching.MAX_CALL_TOKENS tokens, so a text at
+the model runs in calls of at most bert_tf.text.batching.MAX_CALL_TOKENS tokens, so a text at
 MAX_TEXT_BYTES costs about 0.15 GB of memory per text of the batch, whatever its length
 in windows or parts.
 """

@@ -27,7 +27,7 @@ import os
 import shutil
 import uuid
 
-from bert_tf.cli import ArgumentParser, DTYPES, boolean, run_main
+from bert_tf.base.cli import ArgumentParser, DTYPES, boolean, run_main
 from export.limits import MAX_TEXT_BYTES
 from tasks.families import REGISTRY
 
@@ -70,8 +70,8 @@ def _build_module(task, checkpoint_dir, vocab_file, do_lower_case, max_seq_lengt
     if task not in PRETRAINED:
         return build_task_module(task, checkpoint_dir, max_seq_length, dtype,
                                  max_text_bytes)
-    from bert_tf.checkpoints import load_encoder, load_pretrainer
-    from bert_tf.tokenization import BertTokenizer, check_vocab_fits
+    from bert_tf.checkpoints.dispatch import load_encoder, load_pretrainer
+    from bert_tf.text.tokenization import BertTokenizer, check_vocab_fits
     from export.serving import EmbeddingsModule, FillMaskModule
     policy = DTYPES[dtype]
     max_seq_length = max_seq_length or 128
@@ -103,13 +103,13 @@ def task_family(task):
 
 def load_task_model(task, run_dir, dtype="float32"):
     """(Keras model, TASK_config dict, BertTokenizer) of a fine-tuning run directory."""
-    from bert_tf.run_dir import load_task_model as load
+    from bert_tf.models.run_dir import load_task_model as load
     from tasks.task import run_stem
     name = run_stem(task_family(task))       # the run directory's (and command's)
     if not os.path.isdir(run_dir):
         raise FileNotFoundError(f"--checkpoint_dir {run_dir}: not a directory (pass the "
                                 f"--output_dir of a tasks.{name} run)")
-    # Checked here, not left to bert_tf.run_dir: its hint names the training command's
+    # Checked here, not left to bert_tf.models.run_dir: its hint names the training command's
     # --output_dir, and this command's flag for the run directory is --checkpoint_dir.
     config = os.path.join(run_dir, f"{name}_config.json")
     if not os.path.isfile(config):
@@ -125,7 +125,7 @@ def build_task_module(task, run_dir, max_seq_length=None, dtype="float32",
     serving module, built from the run's model, tokenizer and settings."""
     model, config, tokenizer = load_task_model(task, run_dir, dtype)
     length = max_seq_length or config["max_seq_length"]
-    from bert_tf.config import BertConfig
+    from bert_tf.base.config import BertConfig
     positions = BertConfig.from_json_file(
         os.path.join(run_dir, "bert_config.json")).max_position_embeddings
     if not 3 <= length <= positions:
@@ -214,7 +214,7 @@ def main(argv=None):
 
 def run(args):
     """Builds the module of the flags and exports it; returns the version directory."""
-    from bert_tf.checkpoints import vocab_beside
+    from bert_tf.checkpoints.dispatch import vocab_beside
     vocab = None if args.task not in PRETRAINED else \
         vocab_beside(args.checkpoint_dir, args.vocab_file, "--checkpoint_dir")
     module = build_module(args.task, args.checkpoint_dir, vocab, args.do_lower_case,

@@ -12,7 +12,7 @@ loads in a process that imports nothing else (TF Serving links exactly those ops
 
 The text signatures pack to max_seq_length, then run the model on length-sorted
 sub-batches, each cut to its own longest sequence (a multiple of 8;
-bert_tf.batching.run_by_length), so a batch of short texts costs what short texts cost
+bert_tf.text.batching.run_by_length), so a batch of short texts costs what short texts cost
 and one long text does not widen the rest (HF's pipeline pads each batch to its longest).
 One text is one model call at its own width.
 Outputs keep their shapes and order: per-token outputs are padded back to max_seq_length.
@@ -21,8 +21,8 @@ serve_tokenized runs on what it is given.
 
 import tensorflow as tf
 
-from bert_tf.batching import run_by_length
-from bert_tf.preprocessor import BertPreprocessor
+from bert_tf.text.batching import run_by_length
+from bert_tf.text.preprocessor import BertPreprocessor
 from export.limits import MAX_TEXT_BYTES
 from export.request_checks import (after, check_id_range, check_mask, check_same_batch,
                                    check_same_shape, check_shape, check_text_bytes)
@@ -51,7 +51,7 @@ class ServingModule(tf.Module):
         # (keras.export.ExportArchive does the same).
         self._hidden = _Untracked(model)
         self.model_variables = [v.value for v in model.variables]
-        # Training's preprocessing step (bert_tf/preprocessor.py): the same inputs.
+        # Training's preprocessing step (bert_tf/text/preprocessor.py): the same inputs.
         self.preprocessor = BertPreprocessor(tokenizer, max_seq_length)
         self.max_seq_length = tf.constant(max_seq_length, name="max_seq_length")
         # A variable, so the export holds it (`tf.saved_model.load(path).max_text_bytes`)
@@ -109,7 +109,7 @@ class ServingModule(tf.Module):
 
     def outputs_from_text(self, **texts):
         """The text signature's work: pack, run the model on length-sorted sub-batches
-        each cut to its longest (bert_tf.batching.run_by_length); tasks whose outputs
+        each cut to its longest (bert_tf.text.batching.run_by_length); tasks whose outputs
         refer back to the text (spans, entities) override it."""
         return run_by_length(self.outputs_from_tokens, self.features_from_text(**texts),
                              per_token=self.PER_TOKEN_OUTPUTS)

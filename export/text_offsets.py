@@ -18,7 +18,7 @@ def split_words(texts, whitespace, single_ranges=()):
     """texts: tf.string [batch] -> (words tf.string, begin, end int64 byte offsets), each a
     RaggedTensor [batch, (words)]: the maximal runs of characters not in `whitespace` (a
     str), where every character in `single_ranges` (inclusive (first, last) code point
-    ranges, sorted and disjoint) is a word of its own; bert_tf.words.word_spans in the
+    ranges, sorted and disjoint) is a word of its own; bert_tf.text.words.word_spans in the
     graph when given its separators and ranges. Done on code points rather than with a
     regex op: tf-text's regex_split stops at a NUL byte."""
     chars, starts = tf.strings.unicode_decode_with_offsets(texts, "UTF-8", errors="replace")

@@ -15,7 +15,7 @@ tensorflow-serving-api. The tests read the file back with that package's own cla
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.tfrecord import varint_bytes
+from bert_tf.base.tfrecord import varint_bytes
 
 WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"
 

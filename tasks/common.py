@@ -5,7 +5,7 @@ and `run`, which turns parsed flags into a task's config and runs tasks/driver.p
 import argparse
 import dataclasses
 
-from bert_tf.cli import ArgumentParser, DTYPES, boolean, run_main
+from bert_tf.base.cli import ArgumentParser, DTYPES, boolean, run_main
 
 
 # The help texts of google-research/bert's fine-tuning flags (run_classifier.py /
@@ -15,7 +15,7 @@ COMMON_FLAGS = {
     "init_checkpoint": dict(help=(
         "pretrained weights: google TF1 (bert_model.ckpt), HF directory, or .keras; "
         "or a released checkpoint's name (uncased_L-12_H-768_A-12, bert-base-cased, "
-        "...: bert_tf/registry.py), downloaded once into $BERT_TF_CACHE; "
+        "...: bert_tf/checkpoints/registry.py), downloaded once into $BERT_TF_CACHE; "
         "omitted = random initialisation (for comparisons)")),
     "bert_config_file": dict(help="config JSON; default: the one beside --init_checkpoint"),
     "vocab_file": dict(help="vocab.txt; default: the one beside --init_checkpoint"),
@@ -50,7 +50,7 @@ COMMON_FLAGS = {
         "but batches of like lengths can learn less (docs/benchmarks.md, Length "
         "batching and accuracy); bucket: tf.data length buckets instead; off: every "
         "batch padded to --max_seq_length (google's). Evaluation and prediction keep "
-        "their order (sort and bucket act as longest there). See bert_tf/batching.py")),
+        "their order (sort and bucket act as longest there). See bert_tf/text/batching.py")),
 }
 
 
@@ -95,8 +95,8 @@ def parser(description):
 
 def run(task, config_class, args):
     """`python -m tasks.<name>`: the task run on the config of parsed flags, with the
-    commands' exit convention (bert_tf/cli.py)."""
-    from bert_tf.training_plumbing import Interrupted
+    commands' exit convention (bert_tf/base/cli.py)."""
+    from bert_tf.base.training_plumbing import Interrupted
     from tasks import driver
 
     def run_task(a):

@@ -27,9 +27,9 @@ import math
 import os
 import sys
 
-from bert_tf import run_dir
-from bert_tf.cli import DTYPES, check_seq_length
-from bert_tf.files import write_results
+from bert_tf.models import run_dir
+from bert_tf.base.cli import DTYPES, check_seq_length
+from bert_tf.base.files import write_results
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +74,7 @@ class FineTuneConfig:
 def run(task, config):
     """Trains (--do_train), evaluates (--do_eval) and predicts (--do_predict) `task` as
     `config` says; returns the evaluation metrics ({} without any)."""
-    from bert_tf.tokenization import (BertTokenizer, check_case_matches_vocab,
+    from bert_tf.text.tokenization import (BertTokenizer, check_case_matches_vocab,
                                       check_vocab_fits)
     task.check(config)
     check_output_dir(task, config)
@@ -158,8 +158,8 @@ RUN_FILES = ("bert_config.json", *run_dir.WEIGHT_FILES, "eval_results.txt", "tra
 def check_output_dir(task, config):
     """ValueError, before anything is written, when --output_dir would destroy or change
     what the run reads: it is, holds or lies inside --init_checkpoint (training), or one
-    of the files it writes is an input (bert_tf/checks.py)."""
-    from bert_tf.checks import check_not_inputs
+    of the files it writes is an input (bert_tf/base/checks.py)."""
+    from bert_tf.base.checks import check_not_inputs
     from tasks.resume import RESUME_DIR
     files = [(f"--{name}", getattr(config, name, None))
              for name in ("vocab_file", "bert_config_file", "train_file", "dev_file",
@@ -178,22 +178,22 @@ def batch_size(config, training):
 
 
 def length_batching(config, training):
-    """The bert_tf.batching mode of a pipeline: evaluation and prediction keep their
+    """The bert_tf.text.batching mode of a pipeline: evaluation and prediction keep their
     example order, so sort and bucket become longest there."""
     mode = getattr(config, "length_batching", "off")
     return "longest" if mode in ("sort", "bucket") and not training else mode
 
 
 def create_strategy(config):
-    from bert_tf.pretraining.distribution import create_strategy as create
+    from bert_tf.training.distribution import create_strategy as create
     return create(config.strategy, tpu=config.tpu, cpu_devices=config.cpu_devices)
 
 
 def resolve_paths(config):
     """The config with vocab_file / bert_config_file found beside the checkpoint; one
     clear error when neither is found."""
-    from bert_tf.checkpoints import GOOGLE_CONFIG_NAME, HF_CONFIG_NAME, vocab_beside
-    from bert_tf.registry import resolve_checkpoint
+    from bert_tf.checkpoints.dispatch import GOOGLE_CONFIG_NAME, HF_CONFIG_NAME, vocab_beside
+    from bert_tf.checkpoints.registry import resolve_checkpoint
     base = None
     if config.init_checkpoint:
         local = resolve_checkpoint(config.init_checkpoint)  # a released name: its cache dir
@@ -215,9 +215,9 @@ def build_encoder(config):
     initialised from bert_config_file. Call under the strategy's scope."""
     import keras
 
-    from bert_tf.checkpoints import load_encoder
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.checkpoints.dispatch import load_encoder
+    from bert_tf.base.config import BertConfig
+    from bert_tf.models.encoder import BertEncoder
     keras.utils.set_random_seed(config.seed)
     dtype = DTYPES[config.mixed_precision]
     if config.init_checkpoint:
@@ -262,7 +262,7 @@ def create_optimizer(config, num_train_examples, variables):
     """AdamW, warmup over warmup_proportion of the steps then linear decay, BERT's
     weight-decay exclusions, gradients clipped to global norm 1.0 (google's value).
     Returns (optimizer, num_train_steps)."""
-    from bert_tf.pretraining.optimization import create_optimizer as create
+    from bert_tf.training.optimization import create_optimizer as create
     num_train_steps = train_steps(config, num_train_examples)
     warmup = int(num_train_steps * config.warmup_proportion)
     optimizer = create("adamw", config.learning_rate, num_train_steps, warmup, variables,
@@ -275,7 +275,7 @@ def resolve_jit_compile(requested, strategy):
     """jit_compile, except under a strategy mirrored over several CPU devices
     (--cpu_devices): XLA compiles the whole step for one device and fails on variables
     that live on the others."""
-    from bert_tf.pretraining.distribution import worker_devices
+    from bert_tf.training.distribution import worker_devices
     if requested and strategy.num_replicas_in_sync > 1 and \
             all("CPU" in d.upper() for d in worker_devices(strategy)):
         print("note: --jit_compile is off: XLA cannot compile one step over several CPU "
@@ -308,7 +308,7 @@ def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max
 
     Resumable: every `config.save_checkpoints_steps` steps and at every epoch end the
     whole training state goes to output_dir/resume/ (tasks/resume.py), and SIGTERM or
-    SIGINT saves it after the current step and raises bert_tf/training_plumbing.py's
+    SIGINT saves it after the current step and raises bert_tf/base/training_plumbing.py's
     Interrupted (one line, exit 1). A run that finds that state continues from its step,
     bit for bit as if never stopped.
     `data`: what the run learns from, by content (tasks/resume.py's data_fingerprints),
@@ -317,8 +317,8 @@ def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max
     iterators of one dataset object may share its shuffles' reshuffling state, so each
     stream starts from a dataset that nothing has read. Returns the Keras History of
     the last fit call (None when the saved state says training is done)."""
-    from bert_tf.progress import interactive, step_lines
-    from bert_tf.training_plumbing import MetricLog, stop_requests
+    from bert_tf.base.progress import interactive, step_lines
+    from bert_tf.base.training_plumbing import MetricLog, stop_requests
     from tasks.resume import ResumeCallback, ResumeState, resume_settings
     saved = model if saved is None else saved
     steps_per_epoch, epochs = step_plan(config, num_train_steps)

@@ -21,7 +21,7 @@ The key is the SHA-256 of everything the stored numbers depend on:
     bytes. The data file's text, the vocabulary, lower casing and max_seq_length reach
     the encoder only through them, so a change of any of these changes the key.
 
-Files are written under a temporary name and renamed when complete (bert_tf/files.py):
+Files are written under a temporary name and renamed when complete (bert_tf/base/files.py):
 a run stopped half-way leaves no file that a later run would take for whole. Files of
 other keys are left in place (delete CACHE_DIR to reclaim the space).
 """
@@ -32,8 +32,8 @@ import os
 
 import numpy as np
 
-from bert_tf.input_names import INPUT_NAMES
-from bert_tf.files import atomic_write
+from bert_tf.base.input_names import INPUT_NAMES
+from bert_tf.base.files import atomic_write
 
 FORMAT = 1
 
@@ -41,7 +41,7 @@ FORMAT = 1
 def cache_key(frozen, inputs):
     """The hex SHA-256 of the module docstring's list for a FrozenLastLayers layer and
     `inputs` ({token_ids, segment_ids, padding_mask} int32 [N, S])."""
-    from bert_tf.task_models import encoder_policy
+    from bert_tf.models.task_models import encoder_policy
     encoder = frozen.encoder
     digest = hashlib.sha256()
     head = {"format": FORMAT, "feature_layers": frozen.feature_layers,
@@ -102,8 +102,8 @@ def frozen_features(frozen, inputs, cache_dir=None, batch_size=32):
 def _compute(frozen, inputs, batch_size):
     import tensorflow as tf
 
-    from bert_tf import batching
-    from bert_tf.progress import progress_bar
+    from bert_tf.text import batching
+    from bert_tf.base.progress import progress_bar
     spec = {name: tf.TensorSpec([None, None], tf.int32) for name in INPUT_NAMES}
     run = tf.function(lambda x: frozen(x), input_signature=[spec], autograph=False)
     dataset = batching.finish(tf.data.Dataset.from_tensor_slices(

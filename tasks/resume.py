@@ -5,7 +5,7 @@
 
 tasks/driver.py's `fit` saves the state every --save_checkpoints_steps steps, after every
 epoch, and on SIGTERM/SIGINT, then stops with Interrupted (the signal handling and error
-of bert_tf/training_plumbing.py, shared with the pretraining loop, which saves and stops
+of bert_tf/base/training_plumbing.py, shared with the pretraining loop, which saves and stops
 the same way). Run again, the same command resumes at the saved step and the rest of the
 run is the uninterrupted one's, bit for bit (tests/test_finetune_resume.py).
 """
@@ -19,8 +19,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.files import write_json
-from bert_tf.training_plumbing import Interrupted, is_chief
+from bert_tf.base.files import write_json
+from bert_tf.base.training_plumbing import Interrupted, is_chief
 
 RESUME_DIR = "resume"
 
@@ -50,8 +50,8 @@ def resume_settings(config, steps_per_epoch, epochs, data=None):
 def data_fingerprints(files):
     """{real path: {"flag", "bytes", "sha256"}} of the local files and folders `files`
     ((flag, path) pairs: a task's training_files and the vocabulary) name."""
-    from bert_tf.checks import real_path
-    from bert_tf.files import fingerprint
+    from bert_tf.base.checks import real_path
+    from bert_tf.base.files import fingerprint
     return {real_path(path): dict(flag=flag, **fingerprint(path)) for flag, path in files
             if path and "://" not in path and os.path.exists(path)}
 

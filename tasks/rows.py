@@ -11,7 +11,7 @@ import io
 import json
 import sys
 
-from bert_tf.files import read_text
+from bert_tf.base.files import read_text
 
 
 class DataError(ValueError):

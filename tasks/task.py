@@ -29,7 +29,7 @@ class Task:
     """One task family for `run`. Hooks get the resolved config and `settings`, the dict
     the run directory keeps as TASK_config.json (labels, sequence length, ...).
 
-    A family declares its parts: `model_class` (a bert_tf.task_models class: the run
+    A family declares its parts: `model_class` (a bert_tf.models.task_models class: the run
     directory's name, what TASK_config.json keeps, how the model is rebuilt),
     `serving_module` (an export.serving.ServingModule class, built from a run by its
     `from_run`), `export_name` (export.saved_model's --task, its tasks/families

@@ -32,13 +32,13 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bert_tf.checkpoints import load_encoder  # noqa: E402
-from bert_tf.config import BertConfig  # noqa: E402
-from bert_tf.encoder import BertEncoder  # noqa: E402
-from bert_tf.layers import MASK_LOGIT, TransformerBlock  # noqa: E402
-from bert_tf.pretraining import fit  # noqa: E402
-from bert_tf.pretrainer import BertPretrainer  # noqa: E402
-from bert_tf.pretraining.optimization import create_optimizer  # noqa: E402
-from bert_tf.task_models import (BertClassifier, BertMultipleChoice,  # noqa: E402
+from bert_tf.base.config import BertConfig  # noqa: E402
+from bert_tf.models.encoder import BertEncoder  # noqa: E402
+from bert_tf.models.layers import MASK_LOGIT, TransformerBlock  # noqa: E402
+from bert_tf.training import fit  # noqa: E402
+from bert_tf.models.pretrainer import BertPretrainer  # noqa: E402
+from bert_tf.training.optimization import create_optimizer  # noqa: E402
+from bert_tf.models.task_models import (BertClassifier, BertMultipleChoice,  # noqa: E402
                                  BertSpanLabeler, BertTokenClassifier)
 
 TINY = BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -199,7 +199,7 @@ def main(out_dir, minilm_inputs, minilm_dir):
     minilm = load_encoder(minilm_dir)
     keep("minilm", minilm({k: v for k, v in np.load(minilm_inputs).items()}))
 
-    # Fused attention (bert_tf/layers/fused_attention.py): MiniLM's outputs again, and a
+    # Fused attention (bert_tf/models/layers/fused_attention.py): MiniLM's outputs again, and a
     # block's attention with dropout drawn many times (its mean and variance), on inputs
     # the test computes the probabilities of.
     minilm.set_attention_implementation("fused")

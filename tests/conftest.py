@@ -35,7 +35,7 @@ def stdlib_corpus(tmp_path_factory):
     documents), written once per test session. Building it parses the whole standard
     library (~20 s), so the xdist workers of one run share one file: the first to need it
     writes it (atomically) under a lock while the others wait."""
-    from bert_tf.corpus import write_corpus
+    from bert_tf.base.corpus import write_corpus
     if "PYTEST_XDIST_WORKER" not in os.environ:
         path = str(tmp_path_factory.mktemp("corpus") / "stdlib.txt")
         write_corpus(path)

@@ -60,8 +60,8 @@ def build(directory, minilm_dir):
     import tensorflow as tf
 
     from bert_tf.checkpoints import write_google_checkpoint
-    from bert_tf.config import BertConfig
-    from bert_tf.pretrainer import BertPretrainer
+    from bert_tf.base.config import BertConfig
+    from bert_tf.models.pretrainer import BertPretrainer
     from tests.testing import write_pretraining_shards
 
     d = lambda *names: os.path.join(directory, *names)  # noqa: E731

@@ -1,7 +1,7 @@
 """A slow, independent pure-Python oracle for google-research/bert's `FullTokenizer`.
 
 Written from the rules (not from google's code) and used only by the tests: the graph
-tokenizer in `bert_tf/tokenization.py` must give the same ids on every input. The rules:
+tokenizer in `bert_tf/text/tokenization.py` must give the same ids on every input. The rules:
 
 1. Text arrives as bytes or str; bytes are decoded as UTF-8 and undecodable bytes dropped.
 2. Cleaning, per code point: U+0000, U+FFFD and every category Cc/Cf character except tab,

@@ -98,8 +98,8 @@ def test_save_task_model_checks_labels(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("module", ["bert_tf.task_models", "bert_tf.encoder", "bert_tf.config",
-                                    "bert_tf.packing", "bert_tf.pretrainer"])
+@pytest.mark.parametrize("module", ["bert_tf.models.task_models", "bert_tf.models.encoder", "bert_tf.base.config",
+                                    "bert_tf.text.packing", "bert_tf.models.pretrainer"])
 def test_docstring_examples_run(module):
     import importlib
     failures, tried = doctest.testmod(importlib.import_module(module),

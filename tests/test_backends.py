@@ -16,7 +16,7 @@ import keras
 import numpy as np
 import pytest
 
-from bert_tf.cli import check_keras_backend
+from bert_tf.base.cli import check_keras_backend
 from tests import backend_worker
 from tests.test_checkpoints import minilm  # noqa: F401  (fixture: inputs + HF reference)
 

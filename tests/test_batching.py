@@ -1,4 +1,4 @@
-"""Batches cut to their longest sequence (bert_tf/batching.py): shapes, every example once,
+"""Batches cut to their longest sequence (bert_tf/text/batching.py): shapes, every example once,
 random order across buckets, a bounded number of widths, and model outputs unchanged."""
 
 import collections
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import batching
+from bert_tf.text import batching
 
 SEQ = 64
 
@@ -139,8 +139,8 @@ def test_cut_batches_give_the_outputs_of_max_padding(minilm_dir):
     """The real MiniLM encoder on a batch cut to its longest (16 of 64 columns): the real
     tokens' outputs equal those of the batch padded to 64."""
     from bert_tf.checkpoints import load_encoder
-    from bert_tf.packing import BertPacker
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.packing import BertPacker
+    from bert_tf.text.tokenization import BertTokenizer
     tokenizer = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"))
     texts = ["Return the number of items in the list, or raise an error.", "中文 text.",
              "a", "Raise an error."]

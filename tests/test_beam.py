@@ -1,4 +1,4 @@
-"""create_pretraining_data --runner (Apache Beam, bert_tf/pretraining_data/beam.py): on the
+"""create_pretraining_data --runner (Apache Beam, bert_tf/data/beam.py): on the
 DirectRunner in multi-process mode it writes shards byte-identical to the local engine's,
 and the same summary, on several input files and shards with whole-word and n-gram
 masking; inputs, vocabulary and shards at URLs (Beam's file systems: gs:// on Dataflow)

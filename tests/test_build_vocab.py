@@ -6,9 +6,9 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import build_vocab as bv
-from bert_tf import wordpiece_learner as wl
-from bert_tf.text_rules import SPECIAL_TOKENS
-from bert_tf.tokenization import BertTokenizer, load_vocab
+from bert_tf.text import wordpiece_learner as wl
+from bert_tf.text.text_rules import SPECIAL_TOKENS
+from bert_tf.text.tokenization import BertTokenizer, load_vocab
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +101,7 @@ def test_cli_writes_file_and_reports_errors(tmp_path, capsys):
     assert vocab[:5] == list(SPECIAL_TOKENS) and "the" in vocab and "cat" in vocab
     assert os.listdir(out.parent) == ["vocab.txt"]          # no temporary file left
 
-    # A bad input: one `error: ...` line and exit status 1 (bert_tf/cli.py).
+    # A bad input: one `error: ...` line and exit status 1 (bert_tf/base/cli.py).
     with pytest.raises(SystemExit) as exit_info:
         bv.main(["--input_file", str(tmp_path / "missing.txt"), "--output_file", str(out)])
     assert exit_info.value.code == 1

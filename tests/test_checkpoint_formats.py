@@ -1,4 +1,4 @@
-"""The checkpoint format registry (bert_tf/checkpoint_formats/core.py): the built-in formats'
+"""The checkpoint format registry (bert_tf/checkpoints/formats/core.py): the built-in formats'
 order (what detection tries first and what convert_checkpoint lists), and a format defined
 here, in one block and nothing else, converting a model end to end through
 `python -m bert_tf.convert_checkpoint` and back with every tensor equal."""
@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from bert_tf import checkpoints
-from bert_tf.checkpoint_formats.core import (
+from bert_tf.checkpoints.formats.core import (
     GOOGLE_CONFIG_NAME, Checkpoint, CheckpointFormat, format_names, google_variables,
     register_format, split_model, unregister_format, writable_format_names)
-from bert_tf.config import BertConfig
+from bert_tf.base.config import BertConfig
 from bert_tf.convert_checkpoint import main as convert_main
-from bert_tf.pretrainer import BertPretrainer
+from bert_tf.models.pretrainer import BertPretrainer
 
 # -- a toy format: google's names in a numpy .npz beside google's bert_config.json ---------
 

@@ -17,10 +17,10 @@ import tensorflow as tf
 
 from bert_tf import checkpoints
 from bert_tf.checkpoints import CheckpointMismatchError
-from bert_tf.config import BertConfig
+from bert_tf.base.config import BertConfig
 from bert_tf.convert_checkpoint import main as convert_main
-from bert_tf.encoder import BertEncoder
-from bert_tf.pretrainer import BertPretrainer
+from bert_tf.models.encoder import BertEncoder
+from bert_tf.models.pretrainer import BertPretrainer
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -497,7 +497,7 @@ def test_bf16_and_f16_safetensors_are_read_without_torch(tmp_path):
     torch = pytest.importorskip("torch")
     from safetensors.torch import save_file
 
-    from bert_tf.checkpoint_formats.hf import _load_hf_tensors, _read_safetensors_widened
+    from bert_tf.checkpoints.formats.hf import _load_hf_tensors, _read_safetensors_widened
     g = torch.Generator().manual_seed(0)
     tensors = {"a.weight": torch.randn(3, 5, generator=g).to(torch.bfloat16),
                "b.bias": torch.randn(7, generator=g).to(torch.float16),

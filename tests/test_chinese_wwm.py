@@ -20,10 +20,10 @@ pytest.importorskip("jieba")
 snownlp = pytest.importorskip("snownlp")
 
 from bert_tf import create_pretraining_data as cpd  # noqa: E402
-from bert_tf.pretraining import fit  # noqa: E402
-from bert_tf.pretraining_data import segmenters  # noqa: E402
-from bert_tf.pretraining_data.tokenizer import CachedTokenizer  # noqa: E402
-from bert_tf.text_rules import load_vocab  # noqa: E402
+from bert_tf.training import fit  # noqa: E402
+from bert_tf.data import segmenters  # noqa: E402
+from bert_tf.data.tokenizer import CachedTokenizer  # noqa: E402
+from bert_tf.text.text_rules import load_vocab  # noqa: E402
 
 try:
     from tests.reference_tokenizer import ReferenceTokenizer, is_cjk
@@ -249,9 +249,11 @@ def test_unmasked_shards_carry_the_marks_and_dynamic_masking_keeps_words_whole(
     in the tf.data pipeline and in fit()'s NumPy reader, leave no Chinese word in part."""
     import tensorflow as tf
 
-    from bert_tf import run_pretraining, shard_schema
-    from bert_tf.pretraining.data import has_word_marks, pretraining_dataset
-    from bert_tf.pretraining.dynamic_masking import MaskingSpec
+    from bert_tf import run_pretraining
+
+    from bert_tf.base import shard_schema
+    from bert_tf.training.data import has_word_marks, pretraining_dataset
+    from bert_tf.training.dynamic_masking import MaskingSpec
     vocab_path, vocab = chinese_vocab
     corpus = review_corpus(tmp_path / "reviews.txt", 300)
     shard = str(tmp_path / "unmasked.tfrecord")

@@ -12,7 +12,7 @@ FLAGS = {
         vocab_size""",
     "bert_tf.convert_checkpoint": """
         bert_config_file input input_format output output_format overwrite vocab_file""",
-    "bert_tf.corpus": """
+    "bert_tf.base.corpus": """
         max_bytes output_file source_dir""",
     "bert_tf.create_pretraining_data": """
         block_size_kb chinese_word_segmenter do_lower_case do_whole_word_mask

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from bert_tf.config import PRESETS, BertConfig
+from bert_tf.base.config import PRESETS, BertConfig
 
 
 def test_presets_follow_googles_family():

@@ -23,12 +23,12 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import create_pretraining_data as cpd
-from bert_tf import shard_schema, tfrecord
-from bert_tf.pretraining.data import feature_spec, pretraining_dataset
-from bert_tf.pretraining_data import instances, masking, records
-from bert_tf.pretraining_data.inputs import iter_blocks, load_vocab, read_block
-from bert_tf.pretraining_data.tokenizer import CachedTokenizer
-from bert_tf.tokenization import BertTokenizer
+from bert_tf.base import shard_schema, tfrecord
+from bert_tf.training.data import feature_spec, pretraining_dataset
+from bert_tf.data import instances, masking, records
+from bert_tf.data.inputs import iter_blocks, load_vocab, read_block
+from bert_tf.data.tokenizer import CachedTokenizer
+from bert_tf.text.tokenization import BertTokenizer
 
 try:
     from tests import google_reference_data as google
@@ -81,7 +81,7 @@ def small_corpus(stdlib_corpus, tmp_path_factory):
 
 def run_cli(*args, expect=0):
     """Runs main() in this process; returns the summary (or the exit code if not 0: a
-    bad input raises SystemExit(1), bert_tf/cli.py)."""
+    bad input raises SystemExit(1), bert_tf/base/cli.py)."""
     argv = [str(a) for a in args] + ["--quiet"]
     if expect == 0:
         return cpd.main(argv)
@@ -230,7 +230,7 @@ def _random_texts(rng, n):
 @pytest.mark.parametrize("lower", [True, False])
 def test_tokenizer_matches_the_graph_tokenizer_and_the_reference(
         lower, corpus, vocab, vocab_file):
-    """The TF-free tokenizer gives the ids of bert_tf.tokenization.BertTokenizer and of
+    """The TF-free tokenizer gives the ids of bert_tf.text.tokenization.BertTokenizer and of
     the pure-Python reference on every line of the corpus slice, on hard cases and on
     random Unicode, uncased and cased."""
     with open(corpus, encoding="utf-8") as f:
@@ -689,8 +689,8 @@ def test_same_output_whatever_the_number_of_workers(small_corpus, vocab_file, tm
 def test_pool_returns_results_that_arrive_together(tmp_path, vocab_file):
     """Two results waiting in one worker's pipe are both returned (a buffered reader once
     swallowed the second where select() could not see it, and the run hung)."""
-    from bert_tf.pretraining_data.inputs import Settings
-    from bert_tf.pretraining_data.pool import WorkerPool
+    from bert_tf.data.inputs import Settings
+    from bert_tf.data.pool import WorkerPool
     text = tmp_path / "t.txt"
     text.write_text("One sentence here.\nAnother one.\n\nA second document.\n",
                     encoding="utf-8")

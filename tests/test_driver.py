@@ -116,7 +116,7 @@ def test_a_new_task_runs_on_the_driver(tmp_path, minilm_dir):
     # the SavedModel gives the Keras model's probabilities for raw text.
     import tensorflow as tf
 
-    from bert_tf.preprocessor import BertPreprocessor
+    from bert_tf.text.preprocessor import BertPreprocessor
     path = export(build_module("polarity", out), str(tmp_path / "models" / "polarity"))
     assert path == str(tmp_path / "models" / "polarity" / "1")
     texts, _ = texts_and_labels(8, 11)

@@ -1,4 +1,4 @@
-"""Dynamic masking (bert_tf/pretraining/dynamic_masking.py, run_pretraining --masking=dynamic)
+"""Dynamic masking (bert_tf/training/dynamic_masking.py, run_pretraining --masking=dynamic)
 and the unmasked shards of create_pretraining_data --masking=none: google's rules over many
 batches (15% of the tokens, 80/10/10, never [CLS]/[SEP]/padding, whole words whole, spans
 inside a segment), masks that change from epoch to epoch and repeat after a resume, and the
@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import create_pretraining_data, run_pretraining
-from bert_tf.pretraining.data import pretraining_dataset
-from bert_tf.pretraining.dynamic_masking import MaskingSpec, remask, unmasked_ids
+from bert_tf.training.data import pretraining_dataset
+from bert_tf.training.dynamic_masking import MaskingSpec, remask, unmasked_ids
 
 # A vocabulary: the specials at google's ids, then words, every third a '##' piece.
 TOKENS = (["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]",
@@ -170,7 +170,7 @@ def test_unmasked_shards_hold_no_predictions(unmasked_shards):
 
 def test_masks_change_across_epochs_and_repeat_after_a_resume(unmasked_shards, tmp_path):
     path, vocab = unmasked_shards
-    from bert_tf.text_rules import load_vocab
+    from bert_tf.text.text_rules import load_vocab
     spec = MaskingSpec.from_vocab(load_vocab(vocab), 10, whole_word=True)
     ds = pretraining_dataset(path, 16, 64, 10, is_training=True, seed=3, masking=spec,
                              shuffle_buffer=1)
@@ -251,12 +251,12 @@ def test_run_pretraining_dynamic_on_unmasked_shards(unmasked_shards, tmp_path, c
 
 
 def test_fit_loop_draws_masks_by_the_same_rules_with_numpy(unmasked_shards):
-    """bert_tf.pretraining.fit (the JAX/PyTorch loop, no TensorFlow): every batch masked
+    """bert_tf.training.fit (the JAX/PyTorch loop, no TensorFlow): every batch masked
     anew by google's rules, the same batches again under the same seed."""
     from itertools import islice
 
-    from bert_tf.pretraining import fit
-    from bert_tf.text_rules import load_vocab
+    from bert_tf.training import fit
+    from bert_tf.text.text_rules import load_vocab
     path, vocab = unmasked_shards
     spec = MaskingSpec.from_vocab(load_vocab(vocab), 10)
     batches = list(islice(fit.shard_batches(path, 16, 64, 10, seed=3, masking=spec), 30))
@@ -310,8 +310,8 @@ def assert_groups_inside_documents(ids, chosen, group):
 def test_ngram_spans_never_cross_a_document_end_of_full_sentences(whole_word):
     """Both maskers (offline NumPy and in-graph TF) end a span at every [SEP], not only
     at the first: a full-sentences example holds one [SEP] per document end."""
-    from bert_tf.pretraining import dynamic_masking
-    from bert_tf.pretraining_data import masking
+    from bert_tf.training import dynamic_masking
+    from bert_tf.data import masking
     ids, candidate, n_tokens = full_sentences_batch(5)
     k = np.full(len(ids), 16)
     is_subword = np.array([t.startswith("##") for t in TOKENS])

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
-from bert_tf.encoder import BertEncoder
+from bert_tf.base.config import BertConfig
+from bert_tf.models.encoder import BertEncoder
 from tests.testing import random_inputs, run_model_test
 
 TINY = BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -69,7 +69,7 @@ def test_variable_sequence_length_and_pooler():
 
 def test_gelu_variants_differ_and_match_formulas():
     x = tf.constant(np.linspace(-4, 4, 101), tf.float32)
-    from bert_tf.layers import activation_fn
+    from bert_tf.models.layers import activation_fn
     from scipy.special import erf
     xs = x.numpy().astype(np.float64)
     exact = 0.5 * xs * (1 + erf(xs / np.sqrt(2)))
@@ -119,7 +119,7 @@ def test_attention_implementation_is_checked_and_set_on_every_block():
 def test_last_block_at_cls_only_equals_its_full_rows():
     """TransformerBlock(query_rows=n): the first n positions' outputs of the full block
     (every position still attended to, padded keys still masked)."""
-    from bert_tf.layers import MASK_LOGIT
+    from bert_tf.models.layers import MASK_LOGIT
     enc = BertEncoder.from_config_object(TINY)
     block = enc.blocks[-1]
     x = tf.constant(np.random.default_rng(0).standard_normal((3, 9, 32)), tf.float32)
@@ -143,7 +143,7 @@ def test_a_pooled_head_needs_only_the_last_blocks_cls_row():
     from tensorflow.python.framework.convert_to_constants import \
         convert_variables_to_constants_v2
 
-    from bert_tf.task_models import BertClassifier
+    from bert_tf.models.task_models import BertClassifier
     encoder = BertEncoder.from_config_object(TINY)
     model = BertClassifier(encoder, 3)
     spec = {k: tf.TensorSpec([2, 7], tf.int32, name=k) for k in random_inputs(2, 7, 10)}

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
-from bert_tf.encoder import BertEncoder
+from bert_tf.base.config import BertConfig
+from bert_tf.models.encoder import BertEncoder
 from tests.testing import random_inputs
 
 TINY = BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

@@ -10,10 +10,10 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.checkpoints import load_encoder, save_checkpoint
-from bert_tf.config import BertConfig
-from bert_tf.packing import BertPacker
-from bert_tf.pretrainer import BertPretrainer
-from bert_tf.tokenization import BertTokenizer
+from bert_tf.base.config import BertConfig
+from bert_tf.text.packing import BertPacker
+from bert_tf.models.pretrainer import BertPretrainer
+from bert_tf.text.tokenization import BertTokenizer
 from export.saved_model import build_module, export, main, next_version
 
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Héllo, Wörld! 中文 ΟΔΟΣ", ""]
@@ -92,7 +92,7 @@ def _in_process_embeddings(minilm_dir, texts, seq_length):
 
 
 def test_trim_to_longest_cuts_padding_no_sequence_reaches():
-    from bert_tf.batching import pad_to_width, trim_to_longest
+    from bert_tf.text.batching import pad_to_width, trim_to_longest
 
     def width(lengths, seq=24, choices=None):
         mask = np.zeros((len(lengths), seq), "int32") if choices is None else \

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.layers.transformer import gelu_exact
+from bert_tf.models.layers.transformer import gelu_exact
 from export.int8 import Int8Dense, Int8GeluDense, Int8RowDense, vnni
 from export.saved_model import main
 from tests.test_export_tasks import (TEXTS_A, TEXTS_B, loaded_export, pair_classifier_run,

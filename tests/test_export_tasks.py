@@ -5,7 +5,7 @@ the TensorFlow C API that loads and runs every export as TF Serving does (no Pyt
 the inputs a server must survive.
 
 The task directories are made here: tiny random encoders (L=2, H=32) with a small vocab,
-saved the way a fine-tuning run leaves them (bert_tf/run_dir.py). Each is exported once per
+saved the way a fine-tuning run leaves them (bert_tf/models/run_dir.py). Each is exported once per
 module (module-scoped fixtures): a SavedModel save costs seconds.
 """
 
@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.preprocessor import BertPreprocessor
-from bert_tf.task_models import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
+from bert_tf.text.preprocessor import BertPreprocessor
+from bert_tf.models.task_models import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
                                   BertTokenClassifier)
 from export.saved_model import build_module, export, load_task_model, main
 from tests.test_export import SAVED_MODEL_CLI
@@ -60,9 +60,9 @@ def make_run_dir(root, task, task_config, build_model, seed=0):
     """A fine-tuning run's directory with a tiny random model: TASK_config.json,
     bert_config.json, vocab.txt, last.weights.h5."""
     import keras
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
-    from bert_tf import run_dir
+    from bert_tf.base.config import BertConfig
+    from bert_tf.models.encoder import BertEncoder
+    from bert_tf.models import run_dir
     os.makedirs(root, exist_ok=True)
     vocab = os.path.join(root, "vocab.source.txt")
     with open(vocab, "w", encoding="utf-8") as f:
@@ -423,9 +423,9 @@ def entity_rows(outputs):
 
 
 def test_ner_chunks_equal_conlleval():
-    """The vectorised chunker against bert_tf.conlleval.chunks on random tag sequences."""
+    """The vectorised chunker against bert_tf.text.conlleval.chunks on random tag sequences."""
     from tasks.families.ner.serving import chunk_spans, chunk_tables
-    from bert_tf import conlleval
+    from bert_tf.text import conlleval
     starts, ends, _ = chunk_tables(NER_LABELS)
     rng = np.random.default_rng(0)
     sequences = [rng.integers(0, len(NER_LABELS), rng.integers(0, 12)) for _ in range(400)]
@@ -812,8 +812,8 @@ def all_exports(classifier_runs, swag_run, ner_run, squad_runs, tmp_path_factory
                 minilm_dir):
     """{TF Serving model name in docs/serving.md: export path} of every task's export."""
     from bert_tf.checkpoints import save_checkpoint
-    from bert_tf.config import BertConfig
-    from bert_tf.pretrainer import BertPretrainer
+    from bert_tf.base.config import BertConfig
+    from bert_tf.models.pretrainer import BertPretrainer
     root = tmp_path_factory.mktemp("doc_models")
     save_checkpoint(BertPretrainer.from_config_object(BertConfig.preset("tiny",
                                                                         vocab_size=30522)),

@@ -32,7 +32,7 @@ def extracted(tmp_path_factory, minilm_dir):
 
 
 def test_json_layout_tokens_and_order(extracted, minilm_dir):
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
     count, records, tmp = extracted
     assert count == len(records) == len(LINES)
     assert not [p for p in os.listdir(tmp) if p.endswith(".tmp")]
@@ -56,7 +56,7 @@ def test_json_layout_tokens_and_order(extracted, minilm_dir):
 def test_values_match_transformers_hidden_states(extracted, minilm_dir):
     transformers = pytest.importorskip("transformers")
     torch = pytest.importorskip("torch")
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
     _, records, _ = extracted
     tokenizer = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"))
     model = transformers.BertModel.from_pretrained(str(minilm_dir)).eval()

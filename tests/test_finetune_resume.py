@@ -189,7 +189,7 @@ def test_fit_resumes_a_pipeline_that_reshuffles_under_the_outer_repeat(tmp_path,
     Keras' fit under a strategy reads a batch of its own before training; where the
     shuffle sits under the outer repeat that read would shift every later pass's order,
     so fit keeps it from reading (driver.fit_reads_only_its_data)."""
-    from bert_tf.training_plumbing import Interrupted
+    from bert_tf.base.training_plumbing import Interrupted
     expected, weights = _toy_fit(tmp_path / "reference", monkeypatch)
     assert [row["step"] for row in expected] == list(range(1, 13))
     out = tmp_path / "resumed"

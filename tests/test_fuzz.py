@@ -418,7 +418,7 @@ def test_ctrl_c_is_one_line_and_status_130(capsys):
     """Ctrl-C inside any command's work (the shared run_main): one line, exit status 130,
     no KeyboardInterrupt traceback. (run_pretraining saves a checkpoint first:
     tests/test_pretraining.py.)"""
-    from bert_tf.cli import run_main
+    from bert_tf.base.cli import run_main
 
     def work(args):
         raise KeyboardInterrupt

@@ -15,9 +15,9 @@ import re
 import numpy as np
 import pytest
 
-from bert_tf.input_names import INPUT_NAMES
-from bert_tf.task_models import BertClassifier
-from bert_tf.preprocessor import BertPreprocessor
+from bert_tf.base.input_names import INPUT_NAMES
+from bert_tf.models.task_models import BertClassifier
+from bert_tf.text.preprocessor import BertPreprocessor
 from tasks import metrics
 from tasks import glue as glue_command
 from tasks.families import glue
@@ -366,7 +366,7 @@ def test_tfds_glue_prepared_directory(tmp_path):
 
 def reference_pack(tokenizer, a, b, seq_length):
     """google's run_classifier.convert_single_example on word-piece ids."""
-    from bert_tf.packing import truncate_seq_pair
+    from bert_tf.text.packing import truncate_seq_pair
     ids_a = tokenizer.encode([a])[0]
     ids_b = tokenizer.encode([b])[0] if b is not None else []
     if ids_b:
@@ -384,7 +384,7 @@ def reference_pack(tokenizer, a, b, seq_length):
 
 @pytest.fixture(scope="module")
 def tokenizer(minilm_dir):
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
     return BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
 
 
@@ -426,8 +426,8 @@ def test_preprocessing_matches_google_packing_and_dataset(tokenizer):
 # ----------------------------------------------------------------------------- model
 
 def tiny_encoder(dtype=None):
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.base.config import BertConfig
+    from bert_tf.models.encoder import BertEncoder
     config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=32,
                         max_position_embeddings=32)
@@ -443,7 +443,7 @@ def test_model_outputs_and_postprocess():
     logits = model(inputs)["logits"]
     assert logits.shape == (3, 3) and logits.dtype == "float32"
     # The head is dense(K) on the encoder's pooled output (dropout is off at inference).
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.models.encoder import BertEncoder
     encoder = [layer for layer in model.layers if isinstance(layer, BertEncoder)][0]
     pooled = encoder(inputs)["pooled_output"]
     head = model.get_layer("classifier")
@@ -545,7 +545,7 @@ def test_cli_mnli_train_eval_predict_reload(tmp_path, minilm_dir):
 
     # The directory alone rebuilds the model (best weights), and preprocessing + model +
     # postprocess reproduce the CLI's predictions: what an exporter composes.
-    from bert_tf.run_dir import load_task_model
+    from bert_tf.models.run_dir import load_task_model
     model, config, tokenizer = load_task_model(str(out))
     assert config["num_classes"] == 3 and config["max_seq_length"] == 16
     examples, _ = glue.read_glue_tsv(str(data / "test_matched.tsv"),

@@ -1,8 +1,8 @@
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
-from bert_tf.pretrainer import BertPretrainer
+from bert_tf.base.config import BertConfig
+from bert_tf.models.pretrainer import BertPretrainer
 from tests.testing import random_inputs
 
 TINY = BertConfig(vocab_size=90, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

@@ -1,4 +1,4 @@
-"""keras-hub's BERT to our models and back (bert_tf/checkpoint_formats/keras_hub.py), on real MiniLM
+"""keras-hub's BERT to our models and back (bert_tf/checkpoints/formats/keras_hub.py), on real MiniLM
 weights: weights bit-exact both ways, outputs equal to keras-hub's own on the same
 weights, presets written and read, the HF -> ours -> keras-hub -> ours round trip."""
 
@@ -13,8 +13,8 @@ import pytest
 
 import bert_tf
 from bert_tf import checkpoints
-from bert_tf.checkpoint_formats import keras_hub as khf
-from bert_tf.config import BertConfig
+from bert_tf.checkpoints.formats import keras_hub as khf
+from bert_tf.base.config import BertConfig
 from tests.test_checkpoints import minilm  # noqa: F401  (fixture: inputs + HF reference)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

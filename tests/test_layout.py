@@ -150,7 +150,7 @@ def test_every_module_is_on_a_floor_and_imports_none_above_its_own():
     table = floors()
     assert [name for name, _ in table] == ["commands", "tasks", "export", "training",
                                            "checkpoints", "models", "text", "base"]
-    assert floor_of("bert_tf.layers.transformer", table) == 5
+    assert floor_of("bert_tf.models.layers.transformer", table) == 5
     assert floor_of("tasks.families.multilabel.__main__", table) == 0
     found = modules()
     homeless = [m for m in found if m not in PACKAGES and floor_of(m, table) is None]
@@ -199,9 +199,9 @@ def private_uses(name, path, found):
 def test_no_private_name_is_used_across_modules(tmp_path):
     found = modules()
     probe = tmp_path / "probe.py"
-    probe.write_text("from bert_tf.cli import _x\nfrom bert_tf import files\nfiles._y()\n")
+    probe.write_text("from bert_tf.base.cli import _x\nfrom bert_tf.base import files\nfiles._y()\n")
     assert private_uses("probe", str(probe), found) == [
-        "probe imports bert_tf.cli._x", "probe uses bert_tf.files._y"]
+        "probe imports bert_tf.base.cli._x", "probe uses bert_tf.base.files._y"]
     wrong = [use for name, path in found.items() for use in private_uses(name, path, found)]
     assert not wrong, wrong
 
@@ -254,3 +254,38 @@ def test_public_names_document_args_and_an_example(name):
     doc = getattr(bert_tf, name).__doc__ or ""
     assert "Args:" in doc, f"{name}: no Args section"
     assert ">>>" in doc or "Example" in doc, f"{name}: no example"
+
+
+def test_moved_names_import_as_the_same_modules():
+    """bert_tf's old flat module names (bert_tf/base/moved.py) give the moved modules
+    themselves, a moved package's submodules included, and `python -m` an old name runs
+    the new module's code; the library itself imports no old name."""
+    import importlib
+    import importlib.util
+
+    import bert_tf
+    from bert_tf.base.moved import MOVED, new_name
+    found = modules()
+    assert all(new in found for new in MOVED.values()), MOVED
+    assert not [old for old in MOVED if old in found]
+    for old, new in MOVED.items():
+        assert importlib.import_module(old) is importlib.import_module(new), old
+    assert new_name("bert_tf.pretraining.optimization") == "bert_tf.training.optimization"
+    assert new_name("bert_tf.pretraining_losses") == "bert_tf.models.pretraining_losses"
+    assert new_name("bert_tf.quickstart") is None
+    import bert_tf.pretraining.optimization as old_module
+    from bert_tf.training import optimization
+    assert old_module is optimization
+    from bert_tf import encoder, registry  # noqa: F401  (old names, from the package)
+    assert encoder is importlib.import_module("bert_tf.models.encoder")
+    from bert_tf import checkpoints
+    from bert_tf.checkpoints import dispatch
+    assert checkpoints.load_encoder is dispatch.load_encoder is bert_tf.load_encoder
+    with pytest.raises(AttributeError):
+        checkpoints.no_such_name  # noqa: B018
+    old_code = importlib.util.find_spec("bert_tf.pretraining_data.worker").loader.get_code(
+        "bert_tf.pretraining_data.worker")
+    assert old_code.co_filename == found["bert_tf.data.worker"]
+    wrong = [f"{name} imports {m}" for name, path in found.items()
+             for m in sorted(imported(path)) if new_name(m)]
+    assert not wrong, wrong

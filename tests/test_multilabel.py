@@ -145,10 +145,10 @@ PACKAGES = ("asyncio", "email", "logging", "unittest")
 
 
 def write_package_sets(folder):
-    """train/dev/test .jsonl of docstring first sentences (bert_tf.corpus.package_topics):
+    """train/dev/test .jsonl of docstring first sentences (bert_tf.base.corpus.package_topics):
     each example one sentence, or two from different packages joined, labelled with
     their packages; held-out examples use sentences training never shows."""
-    from bert_tf.corpus import package_topics
+    from bert_tf.base.corpus import package_topics
     topics = package_topics(PACKAGES, 60)
     rng = np.random.default_rng(0)
     splits = {"train": range(0, 36), "dev": range(36, 48), "test": range(48, 60)}
@@ -230,7 +230,7 @@ def test_export_answers_like_the_keras_model_and_the_predictions(package_runs, t
     import tensorflow as tf
 
     import bert_tf
-    from bert_tf.preprocessor import BertPreprocessor
+    from bert_tf.text.preprocessor import BertPreprocessor
     from export.saved_model import build_module, export
     runs, gold = package_runs
     out = runs["minilm"]

@@ -8,8 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from bert_tf.task_models import BertTokenClassifier
-from bert_tf import conlleval
+from bert_tf.models.task_models import BertTokenClassifier
+from bert_tf.text import conlleval
 from tasks import ner as ner_command
 from tasks.families import ner
 
@@ -66,7 +66,7 @@ def make_conll(path, num_sentences, entities, seed, columns=4):
 
 @pytest.fixture(scope="module")
 def tokenizer(minilm_dir):
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
     return BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
 
 
@@ -212,8 +212,8 @@ def test_long_sentences_are_cut_between_words(tmp_path, tokenizer):
 
 def test_masked_loss_is_the_mean_over_first_pieces(tmp_path, minilm_dir):
     import keras
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.base.config import BertConfig
+    from bert_tf.models.encoder import BertEncoder
     from tests.test_squad import tiny_config
     encoder = BertEncoder.from_config_object(
         BertConfig.from_json_file(tiny_config(tmp_path, minilm_dir)))
@@ -244,8 +244,8 @@ def test_masked_loss_is_the_mean_over_first_pieces(tmp_path, minilm_dir):
 
 def test_feature_based_model_trains_only_the_head(tmp_path, minilm_dir):
     import keras
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.base.config import BertConfig
+    from bert_tf.models.encoder import BertEncoder
     from tests.test_squad import tiny_config
     config = BertConfig.from_json_file(tiny_config(tmp_path, minilm_dir, layers=4))
     encoder = BertEncoder.from_config_object(config)

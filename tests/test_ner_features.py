@@ -14,9 +14,9 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf.task_layers import FEATURE_LAYERS, feature_layer_indexes
-from bert_tf.task_models import BertTokenClassifier
-from bert_tf import conlleval
+from bert_tf.models.task_layers import FEATURE_LAYERS, feature_layer_indexes
+from bert_tf.models.task_models import BertTokenClassifier
+from bert_tf.text import conlleval
 from tasks import frozen_features
 from tasks import ner as ner_command
 from tasks.families import ner
@@ -28,8 +28,8 @@ LABELS = ["O", "B-LOC", "B-ORG", "B-PER", "I-LOC", "I-ORG", "I-PER"]
 def tiny_encoder(tmp_path, minilm_dir, seed=0, layers=4):
     """A small random encoder over MiniLM's vocabulary (tests/test_squad.tiny_config)."""
     import keras
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.base.config import BertConfig
+    from bert_tf.models.encoder import BertEncoder
     from tests.test_squad import tiny_config
     keras.utils.set_random_seed(seed)
     return BertEncoder.from_config_object(
@@ -288,8 +288,8 @@ def compare_choices(minilm_dir, workdir, heads=("linear",), lstm_units=768, epoc
     import keras
 
     from bert_tf.checkpoints import load_encoder
-    from bert_tf.encoder import BertEncoder
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.models.encoder import BertEncoder
+    from bert_tf.text.tokenization import BertTokenizer
     from tasks import driver
     tokenizer = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
     train_conll = ner.read_conll(make_conll(os.path.join(workdir, "train.txt"), 320,

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from bert_tf import BertConfig, BertPretrainer, checkpoints, create_pretraining_data, \
     run_pretraining
-from bert_tf.pretraining_losses import local_sums, metrics_from_sums
+from bert_tf.models.pretraining_losses import local_sums, metrics_from_sums
 
 
 def tiny(next_sentence, seed=0):
@@ -186,8 +186,8 @@ def test_full_sentences_keep_every_token_of_chinese_text(minilm_dir, tmp_path):
 
 
 def _assert_every_token_kept(corpus, minilm_dir, tmp_path, seq):
-    from bert_tf.tfrecord import parse_example, read_records
-    from bert_tf.text_rules import load_vocab
+    from bert_tf.base.tfrecord import parse_example, read_records
+    from bert_tf.text.text_rules import load_vocab
     vocab = os.path.join(minilm_dir, "vocab.txt")
     out = str(tmp_path / f"none{seq}")
     summary = create_pretraining_data.main([

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.packing import BertPacker, pair_lengths, truncate_seq_pair, truncate_seq_pair_random
+from bert_tf.text.packing import BertPacker, pair_lengths, truncate_seq_pair, truncate_seq_pair_random
 
 CLS, SEP, PAD = 101, 102, 0
 

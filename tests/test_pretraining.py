@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
-from bert_tf.pretraining.data import pretraining_dataset
-from bert_tf.pretrainer import BertPretrainer
-from bert_tf.pretraining.optimization import (WarmupLinearDecay, create_optimizer,
+from bert_tf.base.config import BertConfig
+from bert_tf.training.data import pretraining_dataset
+from bert_tf.models.pretrainer import BertPretrainer
+from bert_tf.training.optimization import (WarmupLinearDecay, create_optimizer,
                                               decayed_variables)
-from bert_tf.pretraining.trainer import PretrainingLoop
+from bert_tf.training.trainer import PretrainingLoop
 from bert_tf.run_pretraining import parse_args, write_eval_results
 from tests.testing import write_pretraining_shards
 
@@ -78,7 +78,7 @@ def test_fused_adamw_step_equals_keras_adamw():
     table whose gradients are IndexedSlices (rows repeated, most rows absent; Keras gets
     them dense), a decayed kernel and an excluded bias. (Under MirroredStrategy the trainer's tests compare whole
     runs: test_mirrored_strategy_matches_one_device.)"""
-    from bert_tf.pretraining.optimization import AdamW
+    from bert_tf.training.optimization import AdamW
     rng = np.random.default_rng(0)
     start = [rng.normal(size=(40, 8)), rng.normal(size=(8, 8)), rng.normal(size=(8,))]
     results = []
@@ -383,7 +383,7 @@ def test_fit_step_equals_the_tf_distribute_loop(tmp_path, shards):
     tf.distribute loop, from the same weights over the same three batches: the same
     per-step losses and the same weights after them (schedule with warmup, clipping and
     AdamW's weight decay all in play)."""
-    from bert_tf.pretraining import fit
+    from bert_tf.training import fit
     trainer = _pretrainer(tmp_path / "loop", 16, lr=5e-3, steps=10, warmup=2)
     start = [v.numpy() for v in trainer.model.weights]
     history = trainer.train(lambda ctx, batch_size, skip: pretraining_dataset(
@@ -407,7 +407,7 @@ def test_fit_step_equals_the_tf_distribute_loop(tmp_path, shards):
 def test_shards_read_without_tensorflow_equal_tf_data(shards):
     """fit.shard_batches (NumPy only, for backends without TensorFlow) reads the same
     values as the tf.data pipeline, in order, with the last partial batch kept."""
-    from bert_tf.pretraining import fit
+    from bert_tf.training import fit
     ours = list(fit.shard_batches(shards, 24, 32, 5, is_training=False))
     theirs = list(pretraining_dataset(shards, 24, 32, 5, is_training=False))
     assert len(ours) == len(theirs) == 6 and len(ours[-1][0]["token_ids"]) == 128 - 5 * 24
@@ -423,7 +423,7 @@ def test_shards_read_without_tensorflow_equal_tf_data(shards):
 
 
 def test_shard_errors_name_the_file_and_offset(tmp_path, shards):
-    from bert_tf.pretraining import fit
+    from bert_tf.training import fit
     first = sorted(tf.io.gfile.glob(shards))[0]
     data = open(first, "rb").read()
     cases = {"cut.tfrecord": data[:-10], "text.tfrecord": b"hello world, not a record\n",

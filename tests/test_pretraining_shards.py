@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import tfrecord
-from bert_tf.pretraining import records
-from bert_tf.pretraining.data import check_shards, pretraining_dataset
+from bert_tf.base import tfrecord
+from bert_tf.training import records
+from bert_tf.training.data import check_shards, pretraining_dataset
 from bert_tf.run_pretraining import main
 from tests.testing import write_pretraining_shards
 

@@ -1,4 +1,4 @@
-"""Progress lines when stdout is not a terminal (bert_tf/progress.py, tasks/driver.fit)."""
+"""Progress lines when stdout is not a terminal (bert_tf/base/progress.py, tasks/driver.fit)."""
 
 import io
 import re
@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from bert_tf.progress import LineProgress, progress_bar
+from bert_tf.base.progress import LineProgress, progress_bar
 
 
 def test_a_line_every_5_percent_and_at_the_end():
@@ -54,7 +54,7 @@ def test_not_a_terminal_gives_lines():
 def test_fit_prints_step_lines_with_loss_and_examples_per_second(capsys):
     import keras
 
-    from bert_tf.progress import step_lines
+    from bert_tf.base.progress import step_lines
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")

@@ -31,7 +31,7 @@ def test_quickstart_runs_every_stage_and_resumes(stdlib_corpus, tmp_path, capsys
 
 
 def test_fill_mask_puts_the_mask_id_between_pieces(minilm_dir):
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
     tokenizer = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"))
     seen = {}
 
@@ -55,7 +55,7 @@ def test_package_topics_are_real_sentences_of_their_package():
     lists on every call; too few docstrings is one clear error."""
     import sysconfig
 
-    from bert_tf.corpus import docstrings, package_topics, split_sentences, stdlib_sources
+    from bert_tf.base.corpus import docstrings, package_topics, split_sentences, stdlib_sources
     topics = package_topics(("json", "email"), 15)
     assert [len(v) for v in topics.values()] == [15, 15]
     assert not set(topics["json"]) & set(topics["email"])

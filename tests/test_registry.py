@@ -1,4 +1,4 @@
-"""Released checkpoints by name (bert_tf/registry.py), against a local HTTP server.
+"""Released checkpoints by name (bert_tf/checkpoints/registry.py), against a local HTTP server.
 
 There is no network here: a server on 127.0.0.1 (with Range support written below, and a
 switch that drops the connection part-way through a file) serves a tiny model written by
@@ -22,9 +22,11 @@ import zipfile
 import numpy as np
 import pytest
 
-from bert_tf import checkpoints, registry
-from bert_tf.config import BertConfig
-from bert_tf.encoder import BertEncoder
+from bert_tf import checkpoints
+
+from bert_tf.checkpoints import registry
+from bert_tf.base.config import BertConfig
+from bert_tf.models.encoder import BertEncoder
 from tests.testing import random_inputs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

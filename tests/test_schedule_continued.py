@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bert_tf import checkpoints, run_pretraining
-from bert_tf.pretraining.optimization import WarmupLinearDecay
+from bert_tf.training.optimization import WarmupLinearDecay
 from tests.testing import write_pretraining_shards
 
 TINY = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.task_models import BertSpanLabeler, BertTokenClassifier
+from bert_tf.models.task_models import BertSpanLabeler, BertTokenClassifier
 from export.limits import MAX_TEXT_BYTES
 from export.saved_model import build_module, export
 from tests.test_export_tasks import NER_LABELS, VOCAB, make_run_dir

@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from bert_tf.task_models import BertSpanLabeler
+from bert_tf.models.task_models import BertSpanLabeler
 from tasks import squad_metrics, squad_postprocess
 from tasks import squad as squad_command
 from tasks.families import squad
@@ -91,7 +91,7 @@ def make_squad(path, num_paragraphs, words, seed, version_2=False):
 
 @pytest.fixture(scope="module")
 def tokenizer(minilm_dir):
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
     return BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
 
 
@@ -519,8 +519,8 @@ def tiny_config(tmp_path, minilm_dir, layers=2):
 
 def test_model_outputs_and_mixed_precision(tmp_path, minilm_dir):
     import keras
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.base.config import BertConfig
+    from bert_tf.models.encoder import BertEncoder
     config = BertConfig.from_json_file(tiny_config(tmp_path, minilm_dir))
     inputs = {"token_ids": np.array([[101, 2054, 102, 2417, 102, 0]], "int32"),
               "segment_ids": np.array([[0, 0, 0, 1, 1, 0]], "int32"),
@@ -647,8 +647,8 @@ def fine_tune_minilm_and_random(minilm_dir, build_model, compile_model, train_ds
 
     import keras
     from bert_tf.checkpoints import load_encoder
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.base.config import BertConfig
+    from bert_tf.models.encoder import BertEncoder
     from tasks import driver
     keras.utils.set_random_seed(seed)
     config = BertConfig.from_json_file(os.path.join(minilm_dir, "config.json"))

@@ -10,8 +10,8 @@ import random
 import numpy as np
 import pytest
 
-from bert_tf.input_names import INPUT_NAMES
-from bert_tf.task_models import BertMultipleChoice
+from bert_tf.base.input_names import INPUT_NAMES
+from bert_tf.models.task_models import BertMultipleChoice
 from tasks import metrics
 from tasks import swag as swag_command
 from tasks.families import glue, swag
@@ -76,7 +76,7 @@ def test_cli_bad_input_one_line(tmp_path, capsys, minilm_dir):
 
 @pytest.fixture(scope="module")
 def tokenizer(minilm_dir):
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
     return BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
 
 
@@ -120,7 +120,7 @@ def test_model_scores_each_choice_with_the_shared_encoder():
     logits = np.asarray(model(inputs)["logits"])
     assert logits.shape == (2, 4)
     # Each score is dense(1) on that choice's pooled output, whatever the other choices.
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.models.encoder import BertEncoder
     encoder = [layer for layer in model.layers if isinstance(layer, BertEncoder)][0]
     pooled = np.asarray(encoder(flat)["pooled_output"])                      # [8, H]
     head = model.get_layer("classifier")

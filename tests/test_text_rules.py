@@ -8,10 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-from bert_tf import text_rules, words
-from bert_tf.pretraining_data import inputs
-from bert_tf.pretraining_data import tokenizer as offline
-from bert_tf.text_rules import (NUM_CODE_POINTS, is_cjk, is_dropped, is_punctuation,
+from bert_tf.text import text_rules, words
+from bert_tf.data import inputs
+from bert_tf.data import tokenizer as offline
+from bert_tf.text.text_rules import (NUM_CODE_POINTS, is_cjk, is_dropped, is_punctuation,
                                 is_word_break)
 
 
@@ -60,7 +60,7 @@ def test_code_point_sets_equal_the_predicates(rule_of_every_code_point):
 
 
 def test_graph_tokenizer_tables_equal_the_rules(rule_of_every_code_point):
-    from bert_tf.tokenization import _DROP, _SPACE, _CJK, _PUNCT, _code_point_tables
+    from bert_tf.text.tokenization import _DROP, _SPACE, _CJK, _PUNCT, _code_point_tables
 
     codes = {1: _DROP, 2: _SPACE, 3: _CJK, 4: _PUNCT}
     want = np.zeros(NUM_CODE_POINTS, np.int32)
@@ -86,8 +86,8 @@ def test_offline_tokenizer_tables_equal_the_rules():
 
 
 def test_text_rules_and_offline_tokenizer_load_no_tensorflow():
-    code = ("import sys; import bert_tf.text_rules, bert_tf.words, "
-            "bert_tf.pretraining_data.tokenizer, bert_tf.pretraining_data.inputs; "
+    code = ("import sys; import bert_tf.text.text_rules, bert_tf.text.words, "
+            "bert_tf.data.tokenizer, bert_tf.data.inputs; "
             "assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

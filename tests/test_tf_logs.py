@@ -1,5 +1,5 @@
 """Importing bert_tf quiets TensorFlow's C++ start-up lines unless the user asked for them
-(bert_tf/tf_logs.py)."""
+(bert_tf/base/tf_logs.py)."""
 
 import os
 import subprocess

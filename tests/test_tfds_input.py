@@ -1,5 +1,5 @@
 """create_pretraining_data --input_tfds: a prepared tensorflow-datasets text dataset as the
-input (bert_tf/pretraining_data/tfds_input.py). The dataset is built here from real text
+input (bert_tf/data/tfds_input.py). The dataset is built here from real text
 (standard-library docstrings, a document per example) by a small GeneratorBasedBuilder:
 nothing is downloaded. A TFDS-sourced run writes the same shards as the same documents
 given as a JSON-lines file, and its bad flags are one line each."""

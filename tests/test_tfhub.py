@@ -64,7 +64,7 @@ def test_model_with_mlm_gives_the_saved_models_masked_lm_logits():
 def test_the_vocabulary_comes_from_the_preprocessing_model_beside(tmp_path):
     """An encoder SavedModel without the vocabulary in its assets takes the one of the
     preprocessing SavedModel next to it, and asks it whether it lower-cases."""
-    from bert_tf.checkpoint_formats.tfhub import _preprocessing_lower_case
+    from bert_tf.checkpoints.formats.tfhub import _preprocessing_lower_case
     encoder = tmp_path / "encoder"
     shutil.copytree(os.path.join(FIXTURES, "tfhub_encoder"), encoder)
     (encoder / "assets" / "vocab.txt").unlink()
@@ -157,8 +157,8 @@ def test_our_preprocessing_model_packs_as_our_preprocessor(our_export):
     (google's FullTokenizer ids and truncation), Chinese included."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the ops a TF Hub user's process registers)
-    from bert_tf.preprocessor import BertPreprocessor
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.preprocessor import BertPreprocessor
+    from bert_tf.text.tokenization import BertTokenizer
     path, _ = our_export
     pre = tf.saved_model.load(os.path.join(path, "preprocess"))
     texts = tf.constant(["The cat sat on the mat.", "Dogs ran, the SKY is blue!",

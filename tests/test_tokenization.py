@@ -15,8 +15,8 @@ import pytest
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf import tokenization
-from bert_tf.tokenization import BertTokenizer, load_vocab
+from bert_tf.text import tokenization
+from bert_tf.text.tokenization import BertTokenizer, load_vocab
 
 try:
     from tests.reference_tokenizer import ReferenceTokenizer

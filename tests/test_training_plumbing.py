@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from bert_tf.training_plumbing import MetricLog, is_chief, stop_requests
+from bert_tf.base.training_plumbing import MetricLog, is_chief, stop_requests
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -93,7 +93,7 @@ def test_sigterm_and_sigint_become_a_stop_request():
 
 
 def test_importing_the_plumbing_loads_no_tensorflow():
-    code = ("import sys, bert_tf.training_plumbing, bert_tf.output_lock, bert_tf.cli; "
+    code = ("import sys, bert_tf.base.training_plumbing, bert_tf.base.output_lock, bert_tf.base.cli; "
             "print('tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=ROOT), check=True).stdout

@@ -1,12 +1,12 @@
-"""bert_tf.words: where words of raw text start and end (whitespace; punctuation and CJK
+"""bert_tf.text.words: where words of raw text start and end (whitespace; punctuation and CJK
 ideographs alone), the same in Python, in the graph (export.text_offsets.split_words)
 and in google's BasicTokenizer."""
 
 import pytest
 import tensorflow as tf
 
-from bert_tf import words
-from bert_tf.corpus import docstrings, stdlib_sources
+from bert_tf.text import words
+from bert_tf.base.corpus import docstrings, stdlib_sources
 from export import text_offsets
 
 def docstring_lines(limit):
@@ -65,7 +65,7 @@ def test_graph_split_equals_python():
 def test_same_cut_as_google_basic_tokenizer():
     """On text without characters google's cleaning deletes, a cased BasicTokenizer gives
     exactly these words (it only differs by deleting control characters)."""
-    from bert_tf.tokenization import BasicTokenizer
+    from bert_tf.text.tokenization import BasicTokenizer
     import unicodedata
     lines = docstring_lines(2000) + MIXED[:6]
     clean = [line for line in lines

@@ -90,7 +90,7 @@ def test_convert_checkpoint_never_overwrites_what_it_reads(tmp_path, capsys, min
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    from bert_tf.output_lock import OutputLock
+    from bert_tf.base.output_lock import OutputLock
     with OutputLock(sys.argv[1], "--output_dir"):
         print("held", flush=True)
         time.sleep(120)
@@ -108,7 +108,7 @@ def _hold(path):
 def test_a_second_writer_is_refused_and_a_dead_holder_is_no_lock(corpus_dir, tmp_path,
                                                                   capsys):
     from bert_tf import build_vocab
-    from bert_tf.output_lock import lock_path
+    from bert_tf.base.output_lock import lock_path
     vocab = str(tmp_path / "out" / "vocab.txt")
     argv = [f"--input_file={corpus_dir / 'corpus.txt'}", f"--output_file={vocab}",
             "--vocab_size=100"]
@@ -272,7 +272,7 @@ def test_a_weights_file_is_replaced_while_a_reader_holds_it(tmp_path):
     import h5py
     import keras
 
-    from bert_tf import run_dir
+    from bert_tf.models import run_dir
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     path = str(tmp_path / "last.weights.h5")
     run_dir.save_weights(model, path)
@@ -301,7 +301,7 @@ def _datasets(group):
 def test_a_failed_weights_save_names_its_file(tmp_path):
     import keras
 
-    from bert_tf import run_dir
+    from bert_tf.models import run_dir
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     path = str(tmp_path / "missing" / "last.weights.h5")
     with pytest.raises(OSError) as info:

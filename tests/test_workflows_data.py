@@ -15,9 +15,10 @@ import time
 import pytest
 
 from bert_tf import create_pretraining_data as cpd
-from bert_tf import file_patterns, quickstart
-from bert_tf.pretraining.data import expand_gfile_patterns
-from bert_tf.pretraining_data import pipeline
+from bert_tf.base import file_patterns
+from bert_tf import quickstart
+from bert_tf.training.data import expand_gfile_patterns
+from bert_tf.data import pipeline
 
 try:
     from tests.testing import tree_hash
@@ -184,7 +185,7 @@ def test_sigterm_stops_create_pretraining_data_cleanly_and_it_resumes(
 
 def test_workers_stop_quietly_when_the_main_process_is_gone(vocab_file, tmp_path):
     """A worker whose result pipe is closed ends with status 0 and nothing on stderr."""
-    from bert_tf.pretraining_data import inputs, pool
+    from bert_tf.data import inputs, pool
     settings = inputs.Settings(
         vocab_file=vocab_file, do_lower_case=True, do_whole_word_mask=False,
         max_seq_length=32, max_predictions_per_seq=5, random_seed=1, dupe_factor=1,
@@ -192,7 +193,7 @@ def test_workers_stop_quietly_when_the_main_process_is_gone(vocab_file, tmp_path
         jsonl_field="text", gzip=False)
     text = tmp_path / "in.txt"
     text.write_text("A first sentence here.\nAnd a second one.\n\n" * 50)
-    proc = subprocess.Popen([sys.executable, "-m", "bert_tf.pretraining_data.worker"],
+    proc = subprocess.Popen([sys.executable, "-m", "bert_tf.data.worker"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=REPO),
                             bufsize=0)
@@ -212,7 +213,7 @@ ONE_EACH = "with one token of each text), got 2"
 
 def test_max_seq_length_too_small_names_the_flag(tmp_path, vocab_file, capsys):
     from bert_tf import extract_features
-    from bert_tf.cli import check_seq_length
+    from bert_tf.base.cli import check_seq_length
     (tmp_path / "in.txt").write_text("One sentence.\n")
     before = tree_hash(str(tmp_path))
     assert _refused(capsys, lambda: cpd.main([

@@ -33,8 +33,8 @@ def tiny(tmp_path_factory, minilm_dir):
     """A tiny pretrainer over MiniLM's vocabulary, as an HF folder, a google folder and a
     .keras file; vocabulary A (MiniLM's) and B (the same size, two words swapped)."""
     from bert_tf import checkpoints
-    from bert_tf.config import BertConfig
-    from bert_tf.pretrainer import BertPretrainer
+    from bert_tf.base.config import BertConfig
+    from bert_tf.models.pretrainer import BertPretrainer
     root = tmp_path_factory.mktemp("tiny")
     model = BertPretrainer.from_config_object(BertConfig(**TINY))
     vocab_a = os.path.join(minilm_dir, "vocab.txt")
@@ -209,7 +209,7 @@ def test_shards_being_written_are_not_read(tiny, tmp_path, capsys):
 
 HOLDER = """
 import sys, time
-from bert_tf.output_lock import OutputLock
+from bert_tf.base.output_lock import OutputLock
 with OutputLock(sys.argv[1], "--output_dir", shared=sys.argv[2] == "shared"):
     print("held", flush=True)
     time.sleep(120)
@@ -341,7 +341,7 @@ def test_a_checkpoint_folder_is_replaced_in_one_step_for_its_readers(tiny, tmp_p
 
 
 def test_replace_path_swaps_or_renames_aside(tmp_path, monkeypatch):
-    from bert_tf import files
+    from bert_tf.base import files
     for swap in (True, False):
         if not swap:
             monkeypatch.setattr(files, "_exchange", lambda a, b: False)
@@ -396,7 +396,7 @@ def test_extract_features_resumes_after_sigterm_and_kill(tiny, tmp_path, capsys)
     gone; kill -9: stopped anywhere. Run again, each resumes and ends with the
     uninterrupted run's bytes."""
     from bert_tf import extract_features
-    from bert_tf.output_lock import lock_path
+    from bert_tf.base.output_lock import lock_path
     lines = tmp_path / "lines.txt"
     words = "the cat sat on a mat while dogs ran after balls in the park".split()
     lines.write_text("".join(" ".join(words[i % 7:i % 7 + 3 + i % 5]) + "\n"
@@ -441,7 +441,7 @@ def test_a_full_disk_while_joining_shards_names_the_shard(tiny, corpus, tmp_path
     import errno
 
     from bert_tf import create_pretraining_data
-    from bert_tf.pretraining_data import shards
+    from bert_tf.data import shards
 
     def full(src, offset, length, dst):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

@@ -239,7 +239,7 @@ def test_jsonl_labels_of_mixed_json_kinds_are_refused(files, capsys):
 # ------------------------------------------ 4. --do_lower_case=false, uncased vocabulary
 
 def test_uncased_vocabulary_with_do_lower_case_false_is_refused(files, tmp_path, capsys):
-    from bert_tf.tokenization import check_case_matches_vocab
+    from bert_tf.text.tokenization import check_case_matches_vocab
     vocab = files["vocab"]                                   # bert-base-uncased's
     expect = (f"--do_lower_case=false with {vocab}, an uncased vocabulary (lowercase a-z, "
               f"no token with an uppercase A-Z): every word with a capital letter would "
@@ -277,7 +277,7 @@ def test_uncased_vocabulary_with_do_lower_case_false_is_refused(files, tmp_path,
 # ------------------------------------------------ 5. a vocabulary smaller than the table
 
 def test_smaller_vocabulary_than_the_embedding_table_is_noted(tmp_path, capsys):
-    from bert_tf.tokenization import check_vocab_fits
+    from bert_tf.text.tokenization import check_vocab_fits
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("".join(f"t{i}\n" for i in range(60)))
     capsys.readouterr()

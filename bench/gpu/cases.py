@@ -174,10 +174,10 @@ def write_real_texts(count, vocab_file, path):
 
 def write_corpus_texts(vocab_file, path, max_documents=None):
     """Writes the token ids ([CLS] ... [SEP], uncapped) of every standard-library
-    docstring and reference topic (bert_tf/corpus.py), one list per document, to `path`
+    docstring and reference topic (bert_tf/base/corpus.py), one list per document, to `path`
     (JSON), or of the first `max_documents`: the large set of the learning check
     (`learning_large`)."""
-    from bert_tf.corpus import iter_documents
+    from bert_tf.base.corpus import iter_documents
     documents = []
     for document in iter_documents():
         documents.append(" ".join(document))
@@ -189,8 +189,8 @@ def write_corpus_texts(vocab_file, path, max_documents=None):
 def _write_token_ids(texts, vocab_file, path, max_pieces=None):
     """Each text's word pieces (at most `max_pieces`) between [CLS] and [SEP], one list
     per text, to `path` (JSON)."""
-    from bert_tf.pretraining_data.inputs import load_vocab
-    from bert_tf.pretraining_data.tokenizer import CachedTokenizer
+    from bert_tf.data.inputs import load_vocab
+    from bert_tf.data.tokenizer import CachedTokenizer
     vocab = load_vocab(vocab_file)
     ids, counts = CachedTokenizer(vocab, do_lower_case=True).tokenize_lines(texts)
     cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")

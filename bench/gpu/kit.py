@@ -89,7 +89,7 @@ def run_workers(mode, out_dir, work_dir, budget, vocab, only=None):
                    XLA_PYTHON_CLIENT_MEM_FRACTION="0.92")
         if side == "bert_tf" and set(groups) & set(BERT_TF_ONLY):
             # Fused attention's dropout kernel cannot go into XLA's command buffers
-            # (bert_tf/layers/fused_attention.py); the other groups keep them.
+            # (bert_tf/models/layers/fused_attention.py); the other groups keep them.
             env["XLA_FLAGS"] = " ".join(filter(None, (
                 os.environ.get("XLA_FLAGS"), "--xla_gpu_enable_command_buffer=")))
         command = [sys.executable, os.path.join(HERE, script), *groups, "--mode", mode,

@@ -8,7 +8,7 @@ the shapes; fused: pretraining, the learning check and inference with fused atte
 learning_large: the learning check on a large set). Each
 measurement is appended to OUT/results.jsonl as soon as it is taken. Training runs as a
 user runs it: `model.fit()` on mixed_bfloat16 models, compiled with jit_compile=True
-(pretraining through bert_tf.pretraining.fit: google's loss, AdamW with BERT's schedule
+(pretraining through bert_tf.training.fit: google's loss, AdamW with BERT's schedule
 and exclusions, global-norm clipping).
 """
 
@@ -29,13 +29,13 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import cases  # noqa: E402
-from bert_tf.checkpoints import load_pretrainer  # noqa: E402
-from bert_tf.config import BertConfig  # noqa: E402
-from bert_tf.encoder import BertEncoder  # noqa: E402
-from bert_tf.pretrainer import BertPretrainer  # noqa: E402
-from bert_tf.pretraining import fit  # noqa: E402
-from bert_tf.pretraining.optimization import create_optimizer  # noqa: E402
-from bert_tf.task_models import BertClassifier  # noqa: E402
+from bert_tf.checkpoints.dispatch import load_pretrainer  # noqa: E402
+from bert_tf.base.config import BertConfig  # noqa: E402
+from bert_tf.models.encoder import BertEncoder  # noqa: E402
+from bert_tf.models.pretrainer import BertPretrainer  # noqa: E402
+from bert_tf.training import fit  # noqa: E402
+from bert_tf.training.optimization import create_optimizer  # noqa: E402
+from bert_tf.models.task_models import BertClassifier  # noqa: E402
 
 INPUTS = ("token_ids", "segment_ids", "padding_mask")
 

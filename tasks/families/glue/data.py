@@ -10,7 +10,7 @@ import json
 import math
 import os
 
-from bert_tf.files import text_line
+from bert_tf.base.files import text_line
 # The rows every family's reader shares, as this module's names too.
 from tasks.rows import (DataError, RowReport, finish_report, jsonl_rows,  # noqa: F401
                         numbered_rows, table_rows)

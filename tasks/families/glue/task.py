@@ -26,9 +26,9 @@ Model: dropout + dense(K) on the pooled [CLS] output, cross-entropy; STS-B (and
 task (tasks/metrics.py). --do_predict writes GLUE's submission file (e.g. MNLI-m.tsv:
 "index<TAB>prediction") and `<split>_results.tsv` with the class probabilities.
 
-What the run leaves in --output_dir (bert_tf/run_dir.py): glue_config.json (task, label
+What the run leaves in --output_dir (bert_tf/models/run_dir.py): glue_config.json (task, label
 names, text inputs, sequence length), bert_config.json, vocab.txt, best/last weights.
-`bert_tf.load_task_model(output_dir)` rebuilds the model and `bert_tf.preprocessor.BertPreprocessor`
+`bert_tf.load_task_model(output_dir)` rebuilds the model and `bert_tf.text.preprocessor.BertPreprocessor`
 the raw-text -> inputs step from them.
 """
 
@@ -38,10 +38,10 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import batching
-from bert_tf.task_models import BertClassifier, loss_scaled
-from bert_tf.files import atomic_write
-from bert_tf.preprocessor import BertPreprocessor
+from bert_tf.text import batching
+from bert_tf.models.task_models import BertClassifier, loss_scaled
+from bert_tf.base.files import atomic_write
+from bert_tf.text.preprocessor import BertPreprocessor
 from tasks import driver, metrics
 from tasks.task import Task, family
 # The readers, as tasks.families.glue.<name> too (Example: what they return).
@@ -77,7 +77,7 @@ def make_dataset(examples, preprocessor, batch_size, pair, label_ids=None,
     google's run_classifier pads for TPUs: every batch has one shape, so a jit-compiled
     model compiles once; yields (inputs, label, weight) and the padded tail is sliced
     off predictions (`predict_outputs`). Labels are keyed by the model's output_name
-    ("logits", or "score" for regression). length_batching: a bert_tf.batching mode.
+    ("logits", or "score" for regression). length_batching: a bert_tf.text.batching mode.
     repeat=False (training): one pass, each example exactly once (length buckets flush
     their last, smaller batches at the end).
     """

@@ -11,10 +11,10 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import batching
-from bert_tf.files import atomic_write, write_json
-from bert_tf.preprocessor import BertPreprocessor
-from bert_tf.task_models import BertClassifier, loss_scaled
+from bert_tf.text import batching
+from bert_tf.base.files import atomic_write, write_json
+from bert_tf.text.preprocessor import BertPreprocessor
+from bert_tf.models.task_models import BertClassifier, loss_scaled
 from tasks import driver
 from tasks.families.multilabel import data
 from tasks.families.multilabel.metrics import choose_thresholds, multilabel_metrics

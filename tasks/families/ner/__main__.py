@@ -9,7 +9,7 @@ the files, the labelling and the feature-based recipe; its reader is data.py.
         [--feature_based [--feature_layers=sum_last_four] [--feature_head=bilstm]]
 """
 
-from bert_tf.task_layers import FEATURE_LAYERS
+from bert_tf.models.task_layers import FEATURE_LAYERS
 from tasks import common
 from tasks.families.ner.task import NerConfig, NerTask
 

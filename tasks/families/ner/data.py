@@ -1,5 +1,5 @@
 """Reading CoNLL files for NER: `read_conll` -> a `ConllFile` of `Sentence`s, each file word
-cut into units as google's BasicTokenizer cuts text (bert_tf.words), its tag continued
+cut into units as google's BasicTokenizer cuts text (bert_tf.text.words), its tag continued
 over them (`continue_tag`) and read back per word (`word_tag`); `label_list`, a training
 file's labels. task.py's features, predictions and NerTask follow these units.
 """
@@ -7,8 +7,8 @@ file's labels. task.py's features, predictions and NerTask follow these units.
 import dataclasses
 import re
 
-from bert_tf import words as text_words
-from bert_tf.files import read_text
+from bert_tf.text import words as text_words
+from bert_tf.base.files import read_text
 
 DOCSTART = "-DOCSTART-"
 _TAG = re.compile(r"^(O|[BIES]-\S+)$")
@@ -19,7 +19,7 @@ class Sentence:
     """words: list of str; tags: list of str or None (unlabelled file); lines: the
     original text lines (for writing predictions back); line_numbers: 1-based.
 
-    Derived: units (list of str, every word cut by bert_tf.words), unit_word (the word
+    Derived: units (list of str, every word cut by bert_tf.text.words), unit_word (the word
     index of each unit) and unit_tags (each word's tag continued over its units; None for
     an unlabelled file)."""
     words: list

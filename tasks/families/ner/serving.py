@@ -1,14 +1,14 @@
 """NerModule: NER's export, raw text -> named entities, computed in the graph the way
 task.py does in Python (split_words, create_features, word_tags, entities):
 
-1. words as google's BasicTokenizer cuts them (bert_tf.words: whitespace, and every
+1. words as google's BasicTokenizer cuts them (bert_tf.text.words: whitespace, and every
    punctuation character and CJK ideograph a word of its own), with their offsets;
 2. each word tokenized alone; a word the tokenizer deletes becomes one [UNK], a word of
    more pieces than fit is cut;
 3. consecutive parts of at most max_seq_length - 2 pieces, cut between words (greedy,
    as create_features), each packed [CLS] pieces [SEP] — long texts are split, never cut;
 4. each word's tag = argmax of the logits at its first piece;
-5. entities from the word tags with conlleval's chunk rules (bert_tf/conlleval.py), their
+5. entities from the word tags with conlleval's chunk rules (bert_tf/text/conlleval.py), their
    characters from the first word's start to the last word's end.
 
 Outputs are dense, as TF Serving returns them: label, text [batch, max entities]
@@ -19,20 +19,20 @@ exclusive; -1 in the padding), num_entities [batch].
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import words
-from bert_tf.batching import run_by_length
+from bert_tf.text import words
+from bert_tf.text.batching import run_by_length
 from export import text_offsets
 from export.limits import MAX_TEXT_BYTES
 from export.serving import ServingModule, float32
 
 
 def chunk_tables(labels):
-    """conlleval's chunk decisions between every two tags, read off bert_tf.conlleval.chunks
+    """conlleval's chunk decisions between every two tags, read off bert_tf.text.conlleval.chunks
     itself: (starts, ends, types) with starts/ends bool [K + 1, K + 1] indexed [previous
     tag, tag] (index K = the sentence boundary, an "O") and types [K + 1] the chunk type of
     each tag. starts[a, b]: a chunk starts at b after a; ends[a, b]: a chunk that is open
     at a ends before b."""
-    from bert_tf import conlleval
+    from bert_tf.text import conlleval
     names = list(labels) + ["O"]
     k = len(names)
     starts = np.zeros([k, k], bool)

@@ -14,7 +14,7 @@ ignored otherwise. Chinese sets (MSRA, People's Daily, Weibo NER) come one chara
 line in this layout, and are read the same way.
 
 The model labels *units*: each file word cut as google's BasicTokenizer cuts text
-(bert_tf.words: every punctuation character and CJK ideograph alone), so that training
+(bert_tf.text.words: every punctuation character and CJK ideograph alone), so that training
 files, raw texts (the NER signature, `split_words`) and the tokenizer agree on where words
 start, whatever the script. A word of several units ("U.S.", a segmented Chinese word
 "北京市") gives its tag to the first unit and continues it over the others (B-LOC ->
@@ -24,7 +24,7 @@ google's tokenizer) and its label goes on its first word piece; the other pieces
 [SEP] and padding are left out of the loss and the prediction. A sentence longer than the
 sequence is cut into consecutive pieces at unit boundaries.
 
-Scores are conlleval's entity-level P/R/F1 (bert_tf/conlleval.py) on the file's words.
+Scores are conlleval's entity-level P/R/F1 (bert_tf/text/conlleval.py) on the file's words.
 --do_predict writes `predictions.txt`: every input line with the predicted tag appended
 (so the gold and the prediction are the last two columns, conlleval's input format).
 
@@ -51,13 +51,13 @@ import os
 import keras
 import numpy as np
 
-from bert_tf import words as text_words
-from bert_tf.cli import check_seq_length
-from bert_tf.files import atomic_write
-from bert_tf.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS, FEATURE_HEADS,
+from bert_tf.text import words as text_words
+from bert_tf.base.cli import check_seq_length
+from bert_tf.base.files import atomic_write
+from bert_tf.models.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS, FEATURE_HEADS,
                                   FEATURE_LAYERS)
-from bert_tf.task_models import BertTokenClassifier, loss_scaled
-from bert_tf import conlleval
+from bert_tf.models.task_models import BertTokenClassifier, loss_scaled
+from bert_tf.text import conlleval
 from tasks import driver, frozen_features
 from tasks.task import Task, family
 # The reader, as tasks.families.ner.<name> too.
@@ -176,13 +176,13 @@ def compile_ner_model(model, optimizer):
 
 def make_dataset(features, batch_size, training=False, seed=0, with_labels=True,
                  length_batching="off"):
-    """tf.data of (inputs, {"logits": tags}) batches; length_batching: a bert_tf.batching
+    """tf.data of (inputs, {"logits": tags}) batches; length_batching: a bert_tf.text.batching
     mode (the per-token tags are cut with the inputs). Features with "frozen" (a frozen
     encoder's outputs, tasks/frozen_features.py) give the inputs of the model's head
     alone, {"features", "padding_mask"}, in the batches the token ids would make."""
     import tensorflow as tf
 
-    from bert_tf import batching
+    from bert_tf.text import batching
     n, seq = features["token_ids"].shape
     if "frozen" in features:
         ds = frozen_features.rows(features, with_labels, seed if training else None)
@@ -238,7 +238,7 @@ def entities(tags, word_spans, text):
 
 
 def split_words(text):
-    """The words of a raw text (bert_tf.words: whitespace, punctuation and CJK ideographs
+    """The words of a raw text (bert_tf.text.words: whitespace, punctuation and CJK ideographs
     alone; what the NER signature cuts) -> list of (start, end) character offsets."""
     return text_words.word_spans(text)
 

@@ -20,7 +20,7 @@ import json
 
 import numpy as np
 
-from bert_tf.files import read_text
+from bert_tf.base.files import read_text
 from tasks.families.squad import postprocess as squad_postprocess
 
 # run_squad's whitespace: the four ASCII ones and U+202F (narrow no-break space).

@@ -25,7 +25,7 @@ import collections
 import re
 import string
 
-from bert_tf.text_rules import CJK_RANGES
+from bert_tf.text.text_rules import CJK_RANGES
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")

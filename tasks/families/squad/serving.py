@@ -23,7 +23,7 @@ serve_tokenized returns the start and end logits of the windows it is given.
 
 import tensorflow as tf
 
-from bert_tf.batching import run_by_length
+from bert_tf.text.batching import run_by_length
 from export import text_offsets
 from export.limits import MAX_TEXT_BYTES
 from export.request_checks import check_same_batch

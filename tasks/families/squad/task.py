@@ -27,8 +27,8 @@ import os
 import keras
 import numpy as np
 
-from bert_tf import run_dir
-from bert_tf.task_models import SQUAD_DEFAULTS, BertSpanLabeler, loss_scaled
+from bert_tf.models import run_dir
+from bert_tf.models.task_models import SQUAD_DEFAULTS, BertSpanLabeler, loss_scaled
 from tasks import driver
 from tasks.task import Task, family
 from tasks.families.squad import metrics as squad_metrics
@@ -58,10 +58,10 @@ def compile_squad_model(model, optimizer):
 def make_dataset(features, batch_size, training=False, seed=0, with_labels=True,
                  length_batching="off"):
     """tf.data of (inputs, {start_logits, end_logits: positions}) batches;
-    length_batching: a bert_tf.batching mode."""
+    length_batching: a bert_tf.text.batching mode."""
     import tensorflow as tf
 
-    from bert_tf import batching
+    from bert_tf.text import batching
     x = {k: features[k] for k in ("token_ids", "segment_ids", "padding_mask")}
     if with_labels:
         y = {"start_logits": features["start_positions"],

@@ -17,7 +17,7 @@ dense layer turns each [CLS] vector into one score; softmax over the four scores
 
 --do_predict writes test_results.tsv: the test row number, the predicted ending (0-3) and
 the four probabilities. The run's directory holds swag_config.json, bert_config.json,
-vocab.txt and best/last weights (bert_tf/run_dir.py); `bert_tf.load_task_model` rebuilds
+vocab.txt and best/last weights (bert_tf/models/run_dir.py); `bert_tf.load_task_model` rebuilds
 the model (bert_tf.BertMultipleChoice) from them and `MultipleChoicePreprocessor` the raw
 text -> inputs step.
 """
@@ -30,10 +30,10 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import batching
-from bert_tf.files import atomic_write, read_text
-from bert_tf.preprocessor import BertPreprocessor
-from bert_tf.task_models import BertMultipleChoice, loss_scaled
+from bert_tf.text import batching
+from bert_tf.base.files import atomic_write, read_text
+from bert_tf.text.preprocessor import BertPreprocessor
+from bert_tf.models.task_models import BertMultipleChoice, loss_scaled
 from tasks import driver
 from tasks.families.swag.serving import MultipleChoiceModule
 from tasks.task import Task, family

@@ -1,7 +1,0 @@
-from bert_tf.layers.embeddings import BertEmbeddings
-from bert_tf.layers.scalar_mix import ScalarMix
-from bert_tf.layers.transformer import (MASK_LOGIT, TransformerBlock, activation_fn,
-                                        check_attention_implementation)
-
-__all__ = ["BertEmbeddings", "ScalarMix", "TransformerBlock", "MASK_LOGIT", "activation_fn",
-           "check_attention_implementation"]

@@ -1,0 +1,131 @@
+"""The layers of the task heads (bert_tf/models/task_models.py): multiple choice's flattening,
+the feature-based recipe's frozen layers and their choices (the paper's section 5.3),
+SQuAD's span logits. Registered with Keras by class name, so `.keras` files name them
+the same wherever they are defined.
+"""
+
+import keras
+from keras import ops
+
+
+def encoder_config(config):
+    """A get_config dict with its serialized "encoder" rebuilt (for from_config)."""
+    config = dict(config)
+    config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+    return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class FlattenChoices(keras.layers.Layer):
+    """[batch, choices, seq] -> [batch * choices, seq] (seq may be unknown)."""
+
+    def call(self, x):
+        return ops.reshape(x, (-1, ops.shape(x)[-1]))
+
+    def compute_output_shape(self, input_shape):
+        return (None, input_shape[-1])
+
+
+# The paper's feature-based choices (section 5.3, Table 7): which outputs of a frozen
+# encoder a token head reads, and how several are combined.
+FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
+                  "concat_last_four", "sum_all")
+FEATURE_HEADS = ("linear", "bilstm")
+DEFAULT_FEATURE_LAYERS = "concat_last_four"
+# The paper's "two-layer 768-dimensional BiLSTM", read as 768 hidden units per direction:
+# an LSTM's dimension is its hidden size (Keras' LSTM(768), torch's nn.LSTM(hidden_size=
+# 768)), and a bidirectional one runs two of them, so each position leaves a layer with
+# 2 x 768 values.
+DEFAULT_LSTM_UNITS = 768
+
+
+def feature_layer_indexes(feature_layers, num_hidden_layers):
+    """(indexes, mixed) of a FEATURE_LAYERS choice for an encoder of L layers: indexes
+    into [embedding output, layer 1, ..., layer L]; mixed: the layers are summed with
+    learned weights (ScalarMix), else concatenated. "sum_all" is the paper's "weighted sum
+    of all 12 layers" of BERT-base: the L transformer layers, not the embeddings."""
+    n = num_hidden_layers
+    last_four = tuple(range(n - 3, n + 1))
+    table = {"embeddings": ((0,), False), "second_to_last": ((n - 1,), False),
+             "last": ((n,), False), "sum_last_four": (last_four, True),
+             "concat_last_four": (last_four, False), "sum_all": (tuple(range(1, n + 1)), True)}
+    if feature_layers not in table:
+        raise ValueError(f"feature_layers must be one of {', '.join(FEATURE_LAYERS)}; "
+                         f"got {feature_layers!r}")
+    indexes, mixed = table[feature_layers]
+    needed = {"second_to_last": 2, "sum_last_four": 4, "concat_last_four": 4}
+    if n < needed.get(feature_layers, 1):
+        raise ValueError(f"feature_layers={feature_layers} needs an encoder of >= "
+                         f"{needed[feature_layers]} layers; this one has {n}")
+    return indexes, mixed
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class FrozenLastLayers(keras.layers.Layer):
+    """A frozen encoder's outputs that `feature_layers` (FEATURE_LAYERS) chooses: one
+    layer [B, S, H]; the last four concatenated [B, S, 4H]; the layers of a weighted sum
+    stacked [B, S, n, H] (ScalarMix sums them).
+
+    The encoder always runs in inference mode. (A `training=False` written into a
+    functional graph is overridden by the outer call's value; this layer's call takes no
+    `training` argument, so the outer value never reaches the encoder.) The class keeps
+    the name it had when it read only the last four layers: Keras files address a layer's
+    weights by its class name, and this one holds the encoder's.
+    """
+
+    def __init__(self, encoder, feature_layers=DEFAULT_FEATURE_LAYERS, **kwargs):
+        super().__init__(**kwargs)
+        self.indexes, self.mixed = feature_layer_indexes(
+            feature_layers, encoder.bert_config.num_hidden_layers)
+        self.encoder = encoder
+        self.feature_layers = feature_layers
+        self.encoder.trainable = False
+
+    def call(self, inputs):
+        out = self.encoder(inputs, training=False)
+        hidden = [out["embedding_output"]] + list(out["encoder_outputs"])  # L + 1 x [B, S, H]
+        chosen = [hidden[i] for i in self.indexes]
+        if self.mixed:
+            return ops.stack(chosen, axis=-2)                               # [B, S, n, H]
+        return chosen[0] if len(chosen) == 1 else ops.concatenate(chosen, axis=-1)
+
+    @property
+    def row_shape(self):
+        """One row's output shape: (None, D), or (None, n, H) for a weighted sum."""
+        n, hidden = len(self.indexes), self.encoder.bert_config.hidden_size
+        return (None, n, hidden) if self.mixed else (None, n * hidden)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(encoder=keras.saving.serialize_keras_object(self.encoder),
+                      feature_layers=self.feature_layers)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**encoder_config(config))
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class SpanLogits(keras.layers.Layer):
+    """Dense(2) on every position -> start and end logits [batch, seq], float32 (google's
+    cls/squad/output_weights: one vector each for start and end)."""
+
+    def __init__(self, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.initializer_range = initializer_range
+        self.dense = keras.layers.Dense(
+            2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+            dtype=self.dtype_policy, name="logits")
+
+    def build(self, input_shape):
+        self.dense.build(input_shape)
+
+    def call(self, sequence_output):
+        logits = ops.cast(self.dense(sequence_output), "float32")          # [B, S, 2]
+        return logits[..., 0], logits[..., 1]
+
+    def get_config(self):
+        config = super().get_config()
+        config["initializer_range"] = self.initializer_range
+        return config

@@ -1,0 +1,197 @@
+"""Packing token ids into BERT's inputs: [CLS] A [SEP] (B [SEP]), truncated and padded.
+
+Two truncation rules, as in google-research/bert:
+
+* fine-tuning (`run_classifier._truncate_seq_pair`): while the pair is too long, drop the
+  last token of the longer segment; on a tie, of segment B. That equals a round-robin
+  allocation of the budget starting with A (A gets ceil(budget/2) when both are long), which
+  is what tf-text's `RoundRobinTrimmer` computes; tests/test_packing.py checks the two
+  against each other on thousands of random lengths. `BertPacker` does this in the graph,
+  from the closed-form lengths of `pair_lengths`.
+* pretraining (`create_pretraining_data.truncate_seq_pair`): while too long, drop one token
+  from the longer segment (B on a tie), from its front or its back with probability 1/2
+  each. `truncate_seq_pair_random` does this on Python lists with an explicit
+  `random.Random`, drawing exactly as google's does, so a seeded run makes the same cuts.
+
+The three outputs are named as everywhere in the project (`bert_tf.base.input_names`):
+`token_ids`, `segment_ids`, `padding_mask` (int32, 1 for real tokens).
+"""
+
+import tensorflow as tf
+
+from bert_tf.base.input_names import PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_length):
+    """Fine-tuning rule, in place on lists: pop from the end of the longer list (B on a tie)
+    until len(tokens_a) + len(tokens_b) <= max_length."""
+    while len(tokens_a) + len(tokens_b) > max_length:
+        if len(tokens_a) > len(tokens_b):
+            tokens_a.pop()
+        else:
+            tokens_b.pop()
+
+
+def truncate_seq_pair_random(tokens_a, tokens_b, max_num_tokens, rng):
+    """Pretraining rule, in place on lists: until the pair fits in max_num_tokens, take the
+    longer list (B on a tie) and delete its first element if rng.random() < 0.5, else its
+    last. One rng.random() call per deleted token, as in google's create_pretraining_data,
+    so the same seed gives the same cuts. Removing from both ends spreads the cut context
+    over the start and the end of documents instead of always losing the end."""
+    while len(tokens_a) + len(tokens_b) > max_num_tokens:
+        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+        if not longer:
+            raise ValueError(f"cannot fit a pair into max_num_tokens={max_num_tokens}")
+        if rng.random() < 0.5:
+            del longer[0]
+        else:
+            longer.pop()
+
+
+class BertPacker(tf.Module):
+    """RaggedTensor token ids -> dense BERT inputs, in the graph.
+
+        packer = BertPacker(seq_length=128, cls_id=101, sep_id=102, pad_id=0)
+        features = packer(ids_a)           # [CLS] A [SEP]
+        features = packer(ids_a, ids_b)    # [CLS] A [SEP] B [SEP]
+        features["token_ids"], features["segment_ids"], features["padding_mask"]
+
+    Inputs are int RaggedTensors [batch, (tokens)] (e.g. BertTokenizer output); outputs are
+    int32 Tensors [batch, seq_length]. Truncation is the fine-tuning rule of the module
+    docstring. As in google's run_classifier, a pair whose B has no tokens at all is packed
+    as a single segment ([CLS] A [SEP], A cut at seq_length - 2, no second [SEP]); with
+    seq_length 3 or 4 truncation can empty B, which then also gets no second [SEP].
+    Works eagerly, in tf.data maps, in tf.function and in SavedModels (no state besides the
+    four integers).
+
+    Args:
+        seq_length: the packed length (>= 3).
+        cls_id, sep_id, pad_id: the special tokens' ids (`from_tokenizer` reads them).
+
+    Example:
+        >>> import tensorflow as tf
+        >>> from bert_tf import BertPacker
+        >>> packer = BertPacker(seq_length=8, cls_id=101, sep_id=102)
+        >>> out = packer(tf.ragged.constant([[7, 8]]), tf.ragged.constant([[9]]))
+        >>> out["token_ids"].numpy().tolist(), out["segment_ids"].numpy().tolist()
+        ([[101, 7, 8, 102, 9, 102, 0, 0]], [[0, 0, 0, 0, 1, 1, 0, 0]])
+    """
+
+    def __init__(self, seq_length, cls_id, sep_id, pad_id=0, name=None):
+        super().__init__(name=name)
+        if seq_length < 3:
+            raise ValueError(f"seq_length must be >= 3 (room for [CLS], [SEP] and a token); "
+                             f"got {seq_length}")
+        self.seq_length = int(seq_length)
+        self.cls_id, self.sep_id, self.pad_id = int(cls_id), int(sep_id), int(pad_id)
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer, seq_length):
+        """Special ids taken from a `bert_tf.text.tokenization.BertTokenizer`."""
+        return cls(seq_length, tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id)
+
+    def get_config(self):
+        return {"seq_length": self.seq_length, "cls_id": self.cls_id,
+                "sep_id": self.sep_id, "pad_id": self.pad_id}
+
+    def __call__(self, segment_a, segment_b=None, seq_length=None):
+        """segment_a, segment_b: int RaggedTensors [batch, (tokens)] -> dict of three int32
+        Tensors [batch, seq_length]: token_ids, segment_ids, padding_mask. `seq_length`
+        (a Python int or a scalar int Tensor, >= 3) packs to another length than the
+        packer's own, as TF Hub's `bert_pack_inputs(..., seq_length=)` does."""
+        if seq_length is None:
+            seq_length = self.seq_length
+        elif isinstance(seq_length, int):
+            if seq_length < 3:
+                raise ValueError(f"seq_length must be >= 3, got {seq_length}")
+        else:
+            seq_length = tf.cast(seq_length, tf.int64)
+            with tf.control_dependencies([tf.debugging.assert_greater_equal(
+                    seq_length, tf.constant(3, tf.int64), message="seq_length must be >= 3")]):
+                seq_length = tf.identity(seq_length)
+        return self._pack(segment_a, segment_b, seq_length)
+
+    def _pack(self, segment_a, segment_b, seq_length):
+        a = _as_ragged_int32(segment_a, "segment_a")
+        len_a = a.row_lengths()                                          # [batch] int64
+        if segment_b is None:
+            b = None
+            keep_a = tf.minimum(len_a, seq_length - 2)
+            keep_b = tf.zeros_like(len_a)
+        else:
+            b = _as_ragged_int32(segment_b, "segment_b")
+            len_b = b.row_lengths()
+            pair_a, pair_b = pair_lengths(len_a, len_b, seq_length - 3)
+            # google tests `if tokens_b:` before truncating: a B without tokens means a
+            # single segment, cut at seq_length - 2.
+            has_b = len_b > 0
+            keep_a = tf.where(has_b, pair_a, tf.minimum(len_a, seq_length - 2))
+            keep_b = tf.where(has_b, pair_b, tf.zeros_like(len_b))
+        # ... and again after: a B truncated away (only possible for seq_length <= 4) gets no
+        # second [SEP].
+        second_sep = (keep_b > 0)[:, None]                               # [batch, 1]
+
+        # Fill [batch, seq_length] position by position:
+        #   0: [CLS] | 1..ka: A | ka+1: [SEP] | ka+2..ka+1+kb: B | ka+2+kb: [SEP] | padding
+        col = tf.range(seq_length, dtype=tf.int64)[None, :]           # [1, L]
+        ka, kb = keep_a[:, None], keep_b[:, None]                          # [batch, 1]
+        length = 2 + ka + tf.where(second_sep, kb + 1, tf.zeros_like(kb))  # [batch, 1]
+        last = seq_length - 1
+        dense_a = _to_width(a, seq_length, self.pad_id)
+        index_a = tf.broadcast_to(tf.clip_by_value(col - 1, 0, last), tf.shape(dense_a, tf.int64))
+        tokens = tf.where(col <= ka, tf.gather(dense_a, index_a, batch_dims=1), self.pad_id)
+        if b is not None:
+            dense_b = _to_width(b, seq_length, self.pad_id)
+            index_b = tf.clip_by_value(col - ka - 2, 0, last)              # [batch, L]
+            in_b = (col >= ka + 2) & (col < ka + 2 + kb)
+            tokens = tf.where(in_b, tf.gather(dense_b, index_b, batch_dims=1), tokens)
+        is_sep = (col == ka + 1) | ((col == length - 1) & second_sep)
+        tokens = tf.where(is_sep, self.sep_id, tokens)
+        tokens = tf.where(col == 0, self.cls_id, tokens)
+        real = col < length                                                # [batch, L]
+        return {TOKEN_IDS: tf.where(real, tokens, self.pad_id),
+                SEGMENT_IDS: tf.cast(real & (col >= ka + 2), tf.int32),
+                PADDING_MASK: tf.cast(real, tf.int32)}
+
+
+def pair_lengths(len_a, len_b, budget):
+    """Lengths [batch] that run_classifier's _truncate_seq_pair keeps within a budget.
+
+    Popping from the longer (B on ties) until the pair fits leaves, when it does not fit,
+    A = min(len_a, max(ceil(budget / 2), budget - len_b)) and B = budget - A: the shorter
+    keeps everything if it fits in its half, and A gets the odd token. That is tf-text's
+    RoundRobinTrimmer allocation (the tests check both against the loop); it is computed
+    here directly because the trimmer + combine_segments + pad_model_inputs chain builds
+    ~1,500 graph ops per call (2 s to trace, and per-batch overhead) for ~40 here.
+    """
+    budget = tf.cast(budget, len_a.dtype)
+    fits = len_a + len_b <= budget
+    keep_a = tf.minimum(len_a, tf.maximum((budget + 1) // 2, budget - len_b))
+    keep_a = tf.where(fits, len_a, keep_a)
+    keep_b = tf.where(fits, len_b, budget - keep_a)
+    return keep_a, keep_b
+
+
+def _to_width(ragged, width, pad_id):
+    """[batch, (n)] -> [batch, width]: cut or padded with pad_id. `width` an int or a
+    scalar Tensor."""
+    if isinstance(width, int):
+        return ragged.to_tensor(default_value=pad_id, shape=[None, width])
+    dense = ragged.to_tensor(default_value=pad_id)[:, :width]
+    missing = tf.cast(width, tf.int32) - tf.shape(dense)[1]
+    return tf.pad(dense, [[0, 0], [0, missing]], constant_values=pad_id)
+
+
+def _as_ragged_int32(ids, name):
+    if isinstance(ids, tf.RaggedTensor):
+        if ids.shape.rank != 2:
+            raise ValueError(f"{name} must be a RaggedTensor [batch, (tokens)]; got rank "
+                             f"{ids.shape.rank}")
+        if not ids.dtype.is_integer:
+            raise ValueError(f"{name} must hold integer token ids; got {ids.dtype.name}")
+        return tf.cast(ids, tf.int32)
+    ids = tf.convert_to_tensor(ids)
+    if ids.shape.rank != 2 or not ids.dtype.is_integer:
+        raise ValueError(f"{name} must be integer token ids [batch, (tokens)]; got "
+                         f"{ids.dtype.name} of shape {ids.shape}")
+    return tf.RaggedTensor.from_tensor(tf.cast(ids, tf.int32))
