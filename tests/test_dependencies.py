@@ -22,7 +22,7 @@ USED_WITHOUT_IMPORT = {
 # Files that import a Keras backend's own framework only on the branch where Keras runs on
 # it (keras.backend.backend() == its name), so it is installed whenever that line runs.
 BACKEND_FRAMEWORK_IMPORTS = {
-    os.path.join("bert_tf", "layers", "fused_attention.py"): {"jax", "torch"},
+    os.path.join("bert_tf", "models", "layers", "fused_attention.py"): {"jax", "torch"},
 }
 
 
