@@ -154,7 +154,7 @@ def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size
 def run(args):
     from bert_tf.checkpoints.dispatch import load_encoder, vocab_beside
     from bert_tf.text.tokenization import (BertTokenizer, check_case_matches_vocab,
-                                      check_vocab_fits)
+                                           check_vocab_fits)
     if not args.init_checkpoint:
         raise ValueError("--init_checkpoint is required")
     check_seq_length(args.max_seq_length)

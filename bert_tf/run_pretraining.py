@@ -18,7 +18,7 @@ import contextlib
 import os
 
 from bert_tf.base.cli import (ArgumentParser, DTYPES, boolean, check_not_inputs, check_seq_length,
-                         run_main)
+                              run_main)
 from bert_tf.base.files import write_results as write_eval_results  # google's eval_results.txt
 # TensorFlow-free at import, like this module: --help and flag errors stay fast.
 from bert_tf.training.run import check_resume

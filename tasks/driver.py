@@ -75,7 +75,7 @@ def run(task, config):
     """Trains (--do_train), evaluates (--do_eval) and predicts (--do_predict) `task` as
     `config` says; returns the evaluation metrics ({} without any)."""
     from bert_tf.text.tokenization import (BertTokenizer, check_case_matches_vocab,
-                                      check_vocab_fits)
+                                           check_vocab_fits)
     task.check(config)
     check_output_dir(task, config)
     # First: splitting the CPU into logical devices (--cpu_devices) must happen before

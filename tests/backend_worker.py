@@ -39,7 +39,7 @@ from bert_tf.training import fit  # noqa: E402
 from bert_tf.models.pretrainer import BertPretrainer  # noqa: E402
 from bert_tf.training.optimization import create_optimizer  # noqa: E402
 from bert_tf.models.task_models import (BertClassifier, BertMultipleChoice,  # noqa: E402
-                                 BertSpanLabeler, BertTokenClassifier)
+                                        BertSpanLabeler, BertTokenClassifier)
 
 TINY = BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                   intermediate_size=64, max_position_embeddings=48, hidden_dropout_prob=0.0,

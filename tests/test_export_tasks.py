@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from bert_tf.text.preprocessor import BertPreprocessor
 from bert_tf.models.task_models import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
-                                  BertTokenClassifier)
+                                        BertTokenClassifier)
 from export.saved_model import build_module, export, load_task_model, main
 from tests.test_export import SAVED_MODEL_CLI
 

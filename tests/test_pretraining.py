@@ -14,8 +14,7 @@ import tensorflow as tf
 from bert_tf.base.config import BertConfig
 from bert_tf.training.data import pretraining_dataset
 from bert_tf.models.pretrainer import BertPretrainer
-from bert_tf.training.optimization import (WarmupLinearDecay, create_optimizer,
-                                              decayed_variables)
+from bert_tf.training.optimization import (WarmupLinearDecay, create_optimizer, decayed_variables)
 from bert_tf.training.trainer import PretrainingLoop
 from bert_tf.run_pretraining import parse_args, write_eval_results
 from tests.testing import write_pretraining_shards

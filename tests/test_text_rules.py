@@ -12,7 +12,7 @@ from bert_tf.text import text_rules, words
 from bert_tf.data import inputs
 from bert_tf.data import tokenizer as offline
 from bert_tf.text.text_rules import (NUM_CODE_POINTS, is_cjk, is_dropped, is_punctuation,
-                                is_word_break)
+                                     is_word_break)
 
 
 @pytest.fixture(scope="module")

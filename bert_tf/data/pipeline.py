@@ -22,8 +22,7 @@ from bert_tf.data import inputs, segmenters, storage
 from bert_tf.data.errors import InputError, Stopped, stop_on_signals
 from bert_tf.data import shards as shards_lib
 from bert_tf.data.shards import ShardWriter, shard_paths
-from bert_tf.data.summary import (ENTRY_SUFFIX, check_no_stale_shards,
-                                              read_previous)
+from bert_tf.data.summary import (ENTRY_SUFFIX, check_no_stale_shards, read_previous)
 
 
 def check_args(args):

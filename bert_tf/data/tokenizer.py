@@ -22,7 +22,7 @@ import unicodedata
 import numpy as np
 
 from bert_tf.text.text_rules import (CONTINUATION_PREFIX, MAX_CHARS_PER_WORD, UNK_TOKEN, is_cjk,
-                                is_dropped, is_punctuation)
+                                     is_dropped, is_punctuation)
 
 # The ASCII part of text_rules' rules as strings, for str.translate and the regexes below
 # (built from the rules, so nothing here can disagree with them).

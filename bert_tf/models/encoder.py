@@ -23,7 +23,7 @@ from keras import ops
 from bert_tf.base.config import BertConfig
 from bert_tf.base.input_names import INPUT_NAMES, PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
 from bert_tf.models.layers import (MASK_LOGIT, BertEmbeddings, TransformerBlock,
-                            check_attention_implementation)
+                                   check_attention_implementation)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

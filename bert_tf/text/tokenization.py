@@ -43,10 +43,10 @@ from bert_tf.base.graph_calls import not_inlined
 # CJK_RANGES and load_vocab are also this module's public API (tasks/families/squad/metrics.py,
 # the README's examples).
 from bert_tf.text.text_rules import (CJK_RANGES, CLS_TOKEN, CONTINUATION_PREFIX, MASK_TOKEN,
-                                MAX_CHARS_PER_WORD, NUM_CODE_POINTS, PAD_TOKEN, SEP_TOKEN,
-                                UNK_TOKEN, dropped_code_points, is_punctuation, load_vocab,
-                                punctuation_code_points, unicode_categories,
-                                word_break_code_points)
+                                     MAX_CHARS_PER_WORD, NUM_CODE_POINTS, PAD_TOKEN, SEP_TOKEN,
+                                     UNK_TOKEN, dropped_code_points, is_punctuation, load_vocab,
+                                     punctuation_code_points, unicode_categories,
+                                     word_break_code_points)
 
 # RE2 refuses counted repetitions above 1000.
 _RE2_MAX_REPEAT = 1000
