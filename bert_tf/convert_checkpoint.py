@@ -31,7 +31,8 @@ def parse_args(argv=None):
                              "directory, an HF directory, a .keras file or a keras-hub "
                              "preset directory; or a released checkpoint's name "
                              "(uncased_L-12_H-768_A-12, bert-base-uncased, ...: see "
-                             "bert_tf/checkpoints/registry.py), downloaded once into $BERT_TF_CACHE")
+                             "bert_tf/checkpoints/registry.py), downloaded once into "
+                             "$BERT_TF_CACHE")
     parser.add_argument("--output", required=True,
                         help="directory to write (for keras, a path ending in .keras writes "
                              "just that file)")

@@ -1,7 +1,7 @@
 """NER's feature-based recipe (the paper's section 5.3, Table 7): BertTokenClassifier's
 layer choices and heads, the frozen features computed once and kept on disk (the same
 results as the encoder run at every step), their cache key, run directories, `.keras`
-files and the NER serving module (export/ner.py) of non-default choices, bad flags, and
+files and the NER serving module (tasks/families/ner/serving.py) of non-default choices, bad flags, and
 the choices compared from frozen MiniLM.
 
     python -m tests.test_ner_features --heads linear bilstm --lstm_units 768
@@ -87,8 +87,8 @@ def test_bilstm_head_ignores_padding_round_trips_and_exports(tmp_path, minilm_di
     """The BiLSTM reads only real positions: logits at them are the same in a batch cut
     to its longest row and one padded to 16, and from the head alone on zero-padded
     frozen features (what the cache feeds). `.keras` files and run directories keep the
-    choice, and the run's NER serving module (export/ner.py: words cut, texts cut in parts,
-    sub-batches by length, all in the graph) finds the entities the Keras model and
+    choice, and the run's NER serving module (tasks/families/ner/serving.py: words cut,
+    texts cut in parts, sub-batches by length, all in the graph) finds the entities the Keras model and
     tasks.ner's Python path find. The module's text function is traced, not saved (a
     SavedModel save and load of it took about 20 s on 2 shared cores;
     tests/test_export_tasks.py saves and loads the same module over the default head)."""

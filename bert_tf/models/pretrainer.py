@@ -11,8 +11,9 @@ same loss from `compute_loss`, with the labels as `y`: {"masked_lm_ids",
 "masked_lm_weights", "next_sentence_labels"}.
 
 The model sits beside the encoder and the task models, below the checkpoint formats that
-build it, with its loss (bert_tf/models/pretraining_losses.py, which both pretraining loops use too),
-so reading or converting a checkpoint imports nothing of the training package.
+build it, with its loss (bert_tf/models/pretraining_losses.py, which both pretraining
+loops use too), so reading or converting a checkpoint imports nothing of the training
+package.
 """
 
 import keras
