@@ -10,10 +10,6 @@ bytes count as one character per invalid sequence (U+FFFD, the replacement Pytho
 
 import tensorflow as tf
 
-# run_squad.py's whitespace (tasks/families/squad/data.py splits contexts on the same set).
-SQUAD_WHITESPACE = " \t\r\n\u202f"
-
-
 def split_words(texts, whitespace, single_ranges=()):
     """texts: tf.string [batch] -> (words tf.string, begin, end int64 byte offsets), each a
     RaggedTensor [batch, (words)]: the maximal runs of characters not in `whitespace` (a

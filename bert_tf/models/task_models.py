@@ -28,9 +28,9 @@ from keras import ops
 
 from bert_tf.models.encoder import INPUT_NAMES
 from bert_tf.models.layers import ScalarMix
-from bert_tf.models.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS,
-                                 FEATURE_HEADS, FEATURE_LAYERS, FlattenChoices,
-                                 FrozenLastLayers, SpanLogits, encoder_config)
+from bert_tf.models.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS, FEATURE_HEADS,
+                                        FEATURE_LAYERS, FlattenChoices, FrozenLastLayers,
+                                        SpanLogits, encoder_config)
 
 
 def encoder_policy(encoder):

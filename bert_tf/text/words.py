@@ -88,3 +88,9 @@ def word_spans(text):
 def words(text):
     """text (str) -> list of its words (str), cut as `word_spans` cuts them."""
     return [text[start:end] for start, end in word_spans(text)]
+
+
+# run_squad.py's whitespace (its `is_whitespace`): the four ASCII ones and U+202F (narrow
+# no-break space). SQuAD cuts contexts into words on it alone, in Python
+# (tasks/families/squad/data.py) and in the graph (its serving module).
+SQUAD_WHITESPACE = " \t\r\n\u202f"

@@ -55,7 +55,7 @@ from bert_tf.text import words as text_words
 from bert_tf.base.cli import check_seq_length
 from bert_tf.base.files import atomic_write
 from bert_tf.models.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS, FEATURE_HEADS,
-                                  FEATURE_LAYERS)
+                                        FEATURE_LAYERS)
 from bert_tf.models.task_models import BertTokenClassifier, loss_scaled
 from bert_tf.text import conlleval
 from tasks import driver, frozen_features

@@ -21,10 +21,10 @@ import json
 import numpy as np
 
 from bert_tf.base.files import read_text
+from bert_tf.text.words import SQUAD_WHITESPACE
 from tasks.families.squad import postprocess as squad_postprocess
 
-# run_squad's whitespace: the four ASCII ones and U+202F (narrow no-break space).
-_WHITESPACE = frozenset(" \t\r\n\u202f")
+_WHITESPACE = frozenset(SQUAD_WHITESPACE)
 
 
 # ----------------------------------------------------------------------------- reading

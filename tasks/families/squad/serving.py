@@ -24,6 +24,7 @@ serve_tokenized returns the start and end logits of the windows it is given.
 import tensorflow as tf
 
 from bert_tf.text.batching import run_by_length
+from bert_tf.text.words import SQUAD_WHITESPACE
 from export import text_offsets
 from export.limits import MAX_TEXT_BYTES
 from export.request_checks import check_same_batch
@@ -59,7 +60,7 @@ class SquadModule(ServingModule):
         self.max_answer_length = int(max_answer_length)
         self.version_2_with_negative = bool(version_2_with_negative)
         self.null_score_diff_threshold = float(null_score_diff_threshold)
-        self.whitespace = text_offsets.SQUAD_WHITESPACE
+        self.whitespace = SQUAD_WHITESPACE
 
     # squad_config.json's window and decoding settings (the constructor's arguments).
     SETTINGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
