@@ -76,13 +76,22 @@ def unit_tags(text, spans):
     return out
 
 
-def write_zh_conll(path, sentences, segmented=False):
+def write_zh_conll(path, sentences, segmented=False, characters=False):
     """CoNLL, two columns. segmented=False: one character (or English word, or punctuation
-    mark) per line, as MSRA. segmented=True: one line per entity name and one per
-    remaining character, as word-segmented sets (People's Daily) are: "北京大学 B-ORG"."""
+    mark) per line. characters=True: every character a line, Latin letters and digits
+    too, as MSRA writes them ("G B-ORG", "o I-ORG", ...; the space of a two-word name
+    is lost, as in MSRA). segmented=True: one line per
+    entity name and one per remaining character, as word-segmented sets (People's Daily)
+    are: "北京大学 B-ORG"."""
     lines = []
     for text, spans in sentences:
-        if segmented:
+        if characters:
+            for i, ch in enumerate(text):
+                if not ch.isspace():
+                    tag = next((("B-" if i == s else "I-") + kind
+                                for s, e, kind in spans if s <= i < e), "O")
+                    lines.append(f"{ch} {tag}")
+        elif segmented:
             position = 0
             for s, e, kind in spans:
                 lines += [f"{w} O" for w, _ in unit_tags(text[position:s], [])]

@@ -50,8 +50,8 @@ FLAGS = {
     "tasks.ner": """
         bert_config_file cache_features cpu_devices do_eval do_lower_case do_predict
         do_train eval_batch_size eval_file feature_based feature_head feature_layers
-        feature_lstm_units init_checkpoint learning_rate length_batching max_seq_length
-        mixed_precision num_train_epochs output_dir predict_batch_size predict_file
+        feature_lstm_units init_checkpoint learning_rate length_batching line_unit
+        max_seq_length mixed_precision num_train_epochs output_dir predict_batch_size predict_file
         save_checkpoints_steps seed strategy tpu train_batch_size train_file vocab_file
         warmup_proportion weight_decay""",
     "tasks.families.multilabel.__main__": """

@@ -380,7 +380,11 @@ def test_swag_hostile_inputs(swag_run):
 
 NER_TEXTS = ["John Smith lives in New York.", "  the quick\tbrown fox\u00a0jumps  ",
              "Héllo Wörld 中文 paris", "", "\x00 \u200b", "river " * 40 + "end",
-             "《东京新闻》报道：李明（北京人）在Google工作，U.S.也有。"]
+             "《东京新闻》报道：李明（北京人）在Google工作，U.S.也有。",
+             # combining marks, digits and a percent sign in unspaced Chinese, emoji, the
+             # ideographic space, a file's per-character lines joined (MSRA: no spaces)
+             "Cafe\u0301 re\u0301sume\u0301：30%的人在2024年去了Zürich😀\u3000好。",
+             "LucyBrown在Nokia工作。"]
 
 
 @pytest.fixture(scope="module")
@@ -490,7 +494,7 @@ SQUAD_CONFIG = {"task": "squad", "doc_stride": 5, "max_query_length": 8, "n_best
                 "max_answer_length": 4}
 QUESTIONS = ["where does john smith live?", "what is the capital of france?",
              "who?", "what is the capital of the long river where the fox was born?", "",
-             "city", "李明住在哪里？"]
+             "city", "李明住在哪里？", "他们去了哪里？"]
 CONTEXTS_SQ = [
     "John Smith lives in New York.",
     "Paris is the capital of France. " * 6 + "The quick\u202fbrown fox\tjumps.",
@@ -499,6 +503,8 @@ CONTEXTS_SQ = [
     "a b",
     "",
     "李明在北京大学工作，他住在上海（Shanghai）。我们在东京见过他！",
+    # combining marks, NBSP, emoji, digits and a percent sign in unspaced Chinese
+    "Cafe\u0301\u00a0re\u0301sume\u0301：30%的人在2024年去了Zürich😀\u3000好。 end",
 ]
 
 

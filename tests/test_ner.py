@@ -428,31 +428,82 @@ def test_chinese_segmented_and_per_character_files_agree(tmp_path, tokenizer):
     assert all(text[e["start_char"]:e["end_char"]] == e["text"] for e in found)
 
 
-def test_chinese_cli_predictions_equal_the_raw_text_signature(tmp_path, minilm_dir):
-    """tasks.ner trained and predicting on a Chinese CoNLL file (one character per line);
-    the exported signature, given the raw sentences, finds the entities that the CLI's
-    predictions.txt tags give on the same text."""
+def test_a_file_written_one_character_a_line_reads_as_its_text(tmp_path, tokenizer):
+    """A CoNLL file of one character a line (MSRA's layout: Latin letters and digits a
+    line each too) is found by --line_unit=auto and joined into its sentences' text, cut
+    into the words the export cuts raw text into ("Google", not "G" "o" ...), with the
+    segmented file's units and unit tags; tags read back onto every line. Every other
+    file is joined with spaces. Units that join two entities are counted."""
+    from bert_tf.text import words
+    from tests.chinese_data import ZH_TRAIN_ENTITIES, write_zh_conll, zh_sentences
+    sentences = zh_sentences(40, ZH_TRAIN_ENTITIES, 1)
+    msra = ner.read_conll(write_zh_conll(tmp_path / "msra.txt", sentences, characters=True))
+    segmented = ner.read_conll(write_zh_conll(tmp_path / "seg.txt", sentences,
+                                              segmented=True))
+    assert (msra.line_unit, segmented.line_unit) == ("character", "word")
+    assert all(len(w) == 1 for s in msra.sentences for w in s.words)
+    assert any("G" in s.words for s in msra.sentences)           # "Google", a letter a line
+    for (text, _), chars, segs in zip(sentences, msra.sentences, segmented.sentences):
+        assert chars.text == "".join(text.split())
+        assert chars.units == words.words(chars.text)
+        if " " not in text:                                       # no two-word name
+            assert (chars.units, chars.unit_tags) == (segs.units, segs.unit_tags)
+        assert chars.word_tags(chars.unit_tags) == chars.tags
+        assert segs.word_tags(segs.unit_tags) == segs.tags
+        assert chars.mixed_units == 0
+    google = next(s for s in msra.sentences if "Google" in s.units)
+    u = google.units.index("Google")
+    assert len(google.unit_words[u]) == 6 and google.unit_tags[u] == "B-ORG"
+    assert google.word_tags(["B-ORG" if i == u else "O" for i in range(len(google.units))]
+                            )[google.unit_words[u][0]:google.unit_words[u][-1] + 1] == \
+        ["B-ORG"] + ["I-ORG"] * 5
+    # The same file read a word a line: every letter a unit (what runs did before).
+    letters = ner.read_conll(str(tmp_path / "msra.txt"), "word")
+    assert all(len(u) == 1 for s in letters.sentences for u in s.units)
+    for layout in ({}, {"segmented": True}):                      # words of several letters
+        path = write_zh_conll(tmp_path / f"zh{len(layout)}.txt", sentences, **layout)
+        assert ner.read_conll(path).line_unit == "word"
+    english = make_conll(str(tmp_path / "en.txt"), 20, TRAIN_ENTITIES, 1, columns=4)
+    assert ner.read_conll(english).line_unit == "word"
+    assert ner.detect_line_unit(["a"] * 99 + ["ab"]) == "character"
+    assert ner.detect_line_unit(["a"] * 98 + ["ab"] * 2) == "word"
+    # Two names with no space between them in the file: one unit, counted.
+    two = write(tmp_path / "two.txt", "J B-PER\no I-PER\nS B-PER\nm I-PER\n在 O\n" * 25)
+    conll, _, report = ner.featurize(two, tokenizer, ["O", "B-PER", "I-PER"], 16)
+    assert conll.sentences[0].units[:2] == ["JoSm", "在"]
+    assert report["line_unit"] == "character" and report["units_joining_entities"] == 25
+    with pytest.raises(ValueError, match="line unit: expected auto or one of word, char"):
+        ner.read_conll(english, "letters")
+
+
+def test_chinese_cli_predictions_equal_the_raw_text_signature(tmp_path, minilm_dir, capsys):
+    """tasks.ner trained and predicting on Chinese CoNLL files in MSRA's layout (every
+    character a line, Latin letters too); the exported signature, given each held-out
+    sentence's text, finds exactly the entities of the CLI's predictions.txt tags."""
     import tensorflow as tf
     from export.saved_model import build_module
-    from tests.chinese_data import (ZH_HELD_OUT_ENTITIES, ZH_TRAIN_ENTITIES, unit_tags,
-                                    write_zh_conll, zh_sentences)
+    from tests.chinese_data import (ZH_HELD_OUT_ENTITIES, ZH_TRAIN_ENTITIES, write_zh_conll,
+                                    zh_sentences)
     from tests.test_squad import tiny_config
+    from tests.testing import run_command
     config = tiny_config(tmp_path, minilm_dir)
-    train = write_zh_conll(tmp_path / "train.txt", zh_sentences(40, ZH_TRAIN_ENTITIES, 1))
+    train = write_zh_conll(tmp_path / "train.txt", zh_sentences(40, ZH_TRAIN_ENTITIES, 1),
+                           characters=True)
     held_out = zh_sentences(12, ZH_HELD_OUT_ENTITIES, 2)
-    test = write_zh_conll(tmp_path / "test.txt", held_out)
+    test = write_zh_conll(tmp_path / "test.txt", held_out, characters=True)
     out = str(tmp_path / "out")
     ner_command.main(["--output_dir", out, "--bert_config_file", config,
               "--vocab_file", os.path.join(minilm_dir, "vocab.txt"), "--do_train",
               "--train_file", train, "--do_predict", "--predict_file", test,
               "--max_seq_length", "16", "--train_batch_size", "8", "--num_train_epochs", "1"])
-    predicted = ner.read_conll(os.path.join(out, "predictions.txt"))
-    texts = [text for text, _ in held_out]
+    predicted = ner.read_conll(os.path.join(out, "predictions.txt"), "character")
+    texts = [sentence.text for sentence in predicted.sentences]
+    assert texts == ["".join(text.split()) for text, _ in held_out]
+    assert any(any(ch.isascii() and ch.isalpha() for ch in text) for text in texts)
     want = []
     for text, sentence in zip(texts, predicted.sentences):
-        assert sentence.words == [w for w, _ in unit_tags(text, [])]
         tags = [line.split()[-1] for line in sentence.lines]
-        want.append(ner.entities(tags, ner.split_words(text), text))
+        want.append(ner.entities(tags, [(i, i + 1) for i in range(len(text))], text))
     serve = build_module("ner", out, None, True).signatures()["serving_default"]
     got = serve(text=tf.constant(texts))
     rows = [[{"label": got["label"][i, j].numpy().decode(),
@@ -463,6 +514,11 @@ def test_chinese_cli_predictions_equal_the_raw_text_signature(tmp_path, minilm_d
     assert sum(len(w) for w in want) > 5
     # Some texts are cut in parts (more units than the 14 pieces a part holds).
     assert any(len(s.units) > 14 for s in predicted.sentences)
+    code, err = run_command("tasks.ner", ["--output_dir", out, "--do_predict",
+                                          "--predict_file", test, "--line_unit=letters"],
+                            capsys)
+    assert code == 1 and err[-1] == ("error: --line_unit must be one of auto, word, "
+                                      "character; got 'letters'"), err
 
 
 @pytest.mark.slow

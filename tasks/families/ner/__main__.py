@@ -33,6 +33,12 @@ FLAGS = {
     "cache_features": dict(help="with --feature_based: run the frozen encoder once per "
                                 "file and keep its features in OUTPUT_DIR/feature_cache/; "
                                 "false: run it at every step"),
+    "line_unit": dict(help="what a line of the CoNLL files holds: word (joined with "
+                           "spaces into a sentence's text: CoNLL-2003, segmented "
+                           "Chinese), character (joined with nothing: MSRA, Weibo, "
+                           "Latin letters one a line too) or auto (each file's own: "
+                           "character when at least 99%% of its lines hold one); the "
+                           "text is cut into words as the export cuts raw text"),
 }
 
 

@@ -1,7 +1,15 @@
-"""Reading CoNLL files for NER: `read_conll` -> a `ConllFile` of `Sentence`s, each file word
-cut into units as google's BasicTokenizer cuts text (bert_tf.text.words), its tag continued
-over them (`continue_tag`) and read back per word (`word_tag`); `label_list`, a training
-file's labels. task.py's features, predictions and NerTask follow these units.
+"""Reading CoNLL files for NER: `read_conll` -> a `ConllFile` of `Sentence`s, each sentence's
+text cut into units as google's BasicTokenizer cuts raw text (bert_tf.text.words), the
+file words' tags carried onto the units (`continue_tag`, `word_tag`) and read back per
+file word (`Sentence.word_tags`); `label_list`, a training file's labels. task.py's
+features, predictions and NerTask follow these units.
+
+A sentence's text is its file words joined by a space, or, for a file written one
+character per line (`LINE_UNITS`' "character": MSRA, Weibo and People's Daily's
+per-character release write Latin letters and digits one a line too), joined with
+nothing: "G", "o", "o", "g", "l", "e" read back as the one word "Google", as the NER
+signature cuts the raw text "Google". The units a model trains on are the units its
+export cuts, whatever the file's lines hold.
 """
 
 import dataclasses
@@ -12,30 +20,82 @@ from bert_tf.base.files import read_text
 
 DOCSTART = "-DOCSTART-"
 _TAG = re.compile(r"^(O|[BIES]-\S+)$")
+# What one line of a file holds, and so how its lines join into text: "word", joined with
+# a space (CoNLL-2003, word-segmented Chinese); "character", joined with nothing.
+# `read_conll` finds a file's own with "auto" (`detect_line_unit`).
+LINE_UNITS = ("word", "character")
+JOINERS = {"word": " ", "character": ""}
+# A file is written one character per line when at least this share of its lines hold one
+# character: Chinese sets write Latin letters and digits one a line too. English CoNLL
+# files have about a fifth, word-segmented Chinese about a third.
+CHARACTER_LINES = 0.99
 
 
 @dataclasses.dataclass
 class Sentence:
     """words: list of str; tags: list of str or None (unlabelled file); lines: the
-    original text lines (for writing predictions back); line_numbers: 1-based.
+    original text lines (for writing predictions back); line_numbers: 1-based; line_unit:
+    one of LINE_UNITS, how the words join into the sentence's text.
 
-    Derived: units (list of str, every word cut by bert_tf.text.words), unit_word (the word
-    index of each unit) and unit_tags (each word's tag continued over its units; None for
-    an unlabelled file)."""
+    Derived: text (the words joined), units (list of str: the text cut by
+    bert_tf.text.words, and any word the cut leaves nothing of whole), unit_words (for each
+    unit, the indices of the words it overlaps, in order), unit_tags (None for an
+    unlabelled file) and mixed_units (how many units join words of tags that do not
+    continue one tag). Where a unit and a word overlap is a segment: a word of several
+    units ("U.S.", a segmented "北京市") continues its tag over its segments (B-LOC ->
+    B-LOC I-LOC ...), and a unit of several words (the letters of "Google" a line each)
+    takes its segments' tags merged (`word_tag`); `word_tags` reads predictions back the
+    other way."""
     words: list
     tags: list
     lines: list = None
     line_numbers: list = None
+    line_unit: str = "word"
 
     def __post_init__(self):
-        self.units, self.unit_word = [], []
-        self.unit_tags = [] if self.tags is not None else None
-        for w, word in enumerate(self.words):
-            cut = text_words.words(word) or [word]
-            self.units.extend(cut)
-            self.unit_word.extend([w] * len(cut))
-            if self.tags is not None:
-                self.unit_tags.extend(continue_tag(self.tags[w], len(cut)))
+        joiner = JOINERS[self.line_unit]
+        starts, position = [], 0
+        for word in self.words:
+            starts.append(position)
+            position += len(word) + len(joiner)
+        self.text = joiner.join(self.words)
+        word_of = [None] * len(self.text)
+        for w, (start, word) in enumerate(zip(starts, self.words)):
+            word_of[start:start + len(word)] = [w] * len(word)
+        spans = text_words.word_spans(self.text)
+        touched = {word_of[i] for a, b in spans for i in range(a, b)}
+        spans = sorted(spans + [(starts[w], starts[w] + len(word))
+                                for w, word in enumerate(self.words) if w not in touched])
+        self.units = [self.text[a:b] for a, b in spans]
+        self.unit_words = [list(dict.fromkeys(word_of[a:b])) for a, b in spans]
+        self.unit_tags, self.mixed_units = None, 0
+        if self.tags is not None:
+            segment_tags = [iter(continue_tag(tag, n))
+                            for tag, n in zip(self.tags, self._segments_per_word())]
+            segments = [[next(segment_tags[w]) for w in unit_words]
+                        for unit_words in self.unit_words]
+            self.unit_tags = [word_tag(tags) for tags in segments]
+            # Units whose segments' tags are not one tag continued ("JohnSmith" from a
+            # file without the space: B-PER for "John" and for "Smith"): the file's
+            # words tell two entities the text cannot.
+            self.mixed_units = sum(continue_tag(tag, len(tags)) != tags
+                                   for tag, tags in zip(self.unit_tags, segments))
+
+    def _segments_per_word(self):
+        counts = [0] * len(self.words)
+        for unit_words in self.unit_words:
+            for w in unit_words:
+                counts[w] += 1
+        return counts
+
+    def word_tags(self, unit_tags):
+        """One tag per unit -> one tag per file word: each unit's tag continued over its
+        segments, each word's segments merged (the inverse of the units' tags)."""
+        per_word = [[] for _ in self.words]
+        for tag, unit_words in zip(unit_tags, self.unit_words):
+            for w, segment_tag in zip(unit_words, continue_tag(tag, len(unit_words))):
+                per_word[w].append(segment_tag)
+        return [word_tag(tags) for tags in per_word]
 
 
 def continue_tag(tag, n):
@@ -61,21 +121,35 @@ def word_tag(unit_tags):
 @dataclasses.dataclass
 class ConllFile:
     """sentences plus `layout`: the original file as a list of items, each a Sentence
-    index, a blank line ("") or a -DOCSTART- line (its text)."""
+    index, a blank line ("") or a -DOCSTART- line (its text); `line_unit`: what its lines
+    hold (one of LINE_UNITS)."""
     path: str
     columns: int
     sentences: list
     layout: list
+    line_unit: str = "word"
 
 
-def read_conll(path):
+def detect_line_unit(words):
+    """"character" for the words of a file written one character per line (at least
+    CHARACTER_LINES of them one character long), else "word"."""
+    single = sum(len(word) == 1 for word in words)
+    return "character" if words and single >= CHARACTER_LINES * len(words) else "word"
+
+
+def read_conll(path, line_unit="auto"):
     """Reads a CoNLL file: whitespace-separated columns, the word first and the tag last
     (CoNLL-2003's 4 columns, word + tag, or any other count; one column = words only).
+    line_unit: what a line holds, one of LINE_UNITS, or "auto": the file's own
+    (`detect_line_unit`).
 
     One clear ValueError naming the file and line for: a line whose number of columns
     differs from the file's first, a tag that is not O or PREFIX-TYPE (PREFIX one of B,
     I, E, S), a file that is not UTF-8 or has no sentence.
     """
+    if line_unit != "auto" and line_unit not in LINE_UNITS:
+        raise ValueError(f"line unit: expected auto or one of {', '.join(LINE_UNITS)}, "
+                         f"got {line_unit!r}")
     lines = read_text(path).replace("\r\n", "\n").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -87,7 +161,7 @@ def read_conll(path):
         nonlocal current
         if current is not None:
             layout.append(len(sentences))
-            sentences.append(Sentence(*current))      # (cuts the words into units)
+            sentences.append(current)                 # Sentence's fields, cut below
             current = None
 
     for number, line in enumerate(lines, 1):
@@ -123,7 +197,11 @@ def read_conll(path):
     close()
     if not sentences:
         raise ValueError(f"{path}: no sentences")
-    return ConllFile(path, columns, sentences, layout)
+    if line_unit == "auto":
+        line_unit = detect_line_unit([word for fields in sentences for word in fields[0]])
+    return ConllFile(path, columns,
+                     [Sentence(*fields, line_unit=line_unit) for fields in sentences],
+                     layout, line_unit)
 
 
 def label_list(conll):

@@ -11,15 +11,20 @@ Files are CoNLL-2003's four columns (word POS chunk NER), two (word tag), or any
 number with the word first and the tag last; a file of words alone can be predicted.
 Sentences are separated by blank lines; "-DOCSTART-" lines are kept in the output and
 ignored otherwise. Chinese sets (MSRA, People's Daily, Weibo NER) come one character per
-line in this layout, and are read the same way.
+line in this layout, Latin letters and digits a line each too: such a file's lines are
+joined with nothing into its sentences' text, every other file's with a space
+(--line_unit: auto finds each file's own, data.py's `detect_line_unit`).
 
-The model labels *units*: each file word cut as google's BasicTokenizer cuts text
+The model labels *units*: each sentence's text cut as google's BasicTokenizer cuts text
 (bert_tf.text.words: every punctuation character and CJK ideograph alone), so that training
 files, raw texts (the NER signature, `split_words`) and the tokenizer agree on where words
-start, whatever the script. A word of several units ("U.S.", a segmented Chinese word
-"北京市") gives its tag to the first unit and continues it over the others (B-LOC ->
-B-LOC I-LOC ...; S-/E- as IOBES needs); predictions are read per unit and merged back into
-one tag per file word (`word_tag`, the inverse). Each unit is tokenized alone (exact for
+start, whatever the script and whatever a file's lines hold: the letters "G" "o" "o" "g"
+"l" "e" of a file written one character per line are the unit "Google", as the signature
+cuts the raw text. A word of several units ("U.S.", a segmented Chinese word "北京市")
+gives its tag to the first unit and continues it over the others (B-LOC -> B-LOC I-LOC
+...; S-/E- as IOBES needs), a unit of several words takes the first one's (merged as
+`word_tag` merges); predictions are read per unit and back onto every file word
+(`Sentence.word_tags`, the inverse). Each unit is tokenized alone (exact for
 google's tokenizer) and its label goes on its first word piece; the other pieces, [CLS],
 [SEP] and padding are left out of the loss and the prediction. A sentence longer than the
 sequence is cut into consecutive pieces at unit boundaries.
@@ -61,8 +66,9 @@ from bert_tf.text import conlleval
 from tasks import driver, frozen_features
 from tasks.task import Task, family
 # The reader, as tasks.families.ner.<name> too.
-from tasks.families.ner.data import (DOCSTART, ConllFile, Sentence,  # noqa: F401
-                                     continue_tag, label_list, read_conll, word_tag)
+from tasks.families.ner.data import (DOCSTART, LINE_UNITS, ConllFile,  # noqa: F401
+                                     Sentence, continue_tag, detect_line_unit, label_list,
+                                     read_conll, word_tag)
 from tasks.families.ner.serving import NerModule
 
 IGNORE = -1      # label id of positions outside the loss: non-first pieces, specials, pad
@@ -152,13 +158,18 @@ def tokenize_sentences(tokenizer, sentences):
     return out
 
 
-def featurize(path, tokenizer, labels, max_seq_length, conll=None):
-    """Reads `path` (unless its ConllFile is given) -> (ConllFile, features, report)."""
-    conll = conll or read_conll(path)
+def featurize(path, tokenizer, labels, max_seq_length, conll=None, line_unit="auto"):
+    """Reads `path` (unless its ConllFile is given; `line_unit` as read_conll's) ->
+    (ConllFile, features, report)."""
+    conll = conll or read_conll(path, line_unit)
     features, report = create_features(
         conll.sentences, tokenize_sentences(tokenizer, conll.sentences), labels,
         max_seq_length, tokenizer.cls_id, tokenizer.sep_id, tokenizer.unk_id,
         tokenizer.pad_id)
+    report["line_unit"] = conll.line_unit
+    mixed = sum(sentence.mixed_units for sentence in conll.sentences)
+    if mixed:
+        report["units_joining_entities"] = mixed
     print(f"{path}: {dict(sorted(report.items()))}", flush=True)
     return conll, features, report
 
@@ -213,13 +224,7 @@ def word_tags(logits, features, sentences, labels):
     for r, c in zip(rows, cols):
         unit_tags[features["sentence_index"][r]][features["word_index"][r, c]] = \
             labels[best[r, c]]
-    tags = []
-    for sentence, predicted in zip(sentences, unit_tags):
-        per_word = [[] for _ in sentence.words]
-        for w, tag in zip(sentence.unit_word, predicted):
-            per_word[w].append(tag)
-        tags.append([word_tag(t) for t in per_word])
-    return tags
+    return [sentence.word_tags(predicted) for sentence, predicted in zip(sentences, unit_tags)]
 
 
 def entities(tags, word_spans, text):
@@ -286,6 +291,7 @@ class NerConfig(driver.FineTuneConfig):
     feature_head: str = "linear"
     feature_lstm_units: int = DEFAULT_LSTM_UNITS
     cache_features: bool = True
+    line_unit: str = "auto"          # what a line of the files holds (data.py's LINE_UNITS)
 
     def feature_settings(self):
         return {"feature_layers": self.feature_layers, "feature_head": self.feature_head,
@@ -323,6 +329,9 @@ class NerTask(Task):
                              f"{config.feature_lstm_units}")
         if config.feature_lstm_units != DEFAULT_LSTM_UNITS and config.feature_head != "bilstm":
             raise ValueError("--feature_lstm_units needs --feature_head=bilstm")
+        if config.line_unit not in ("auto",) + LINE_UNITS:
+            raise ValueError(f"--line_unit must be one of auto, {', '.join(LINE_UNITS)}; "
+                             f"got {config.line_unit!r}")
 
     def _length(self, config):
         check_seq_length(config.max_seq_length)
@@ -344,7 +353,7 @@ class NerTask(Task):
             vocab_file=config.vocab_file or os.path.join(config.output_dir, "vocab.txt")))
 
     def read_train(self, config, tokenizer):
-        conll = read_conll(config.train_file)
+        conll = read_conll(config.train_file, config.line_unit)
         if conll.columns == 1:
             raise ValueError(f"{config.train_file}: no tags to train on (one column)")
         self.labels = label_list(conll)
@@ -363,7 +372,7 @@ class NerTask(Task):
         if not config.do_eval:
             return None
         return featurize(config.eval_file, tokenizer, settings["labels"],
-                         config.max_seq_length)[:2]
+                         config.max_seq_length, line_unit=config.line_unit)[:2]
 
     def validation(self, evaluation):
         return evaluation[1]
@@ -407,7 +416,7 @@ class NerTask(Task):
 
     def predict(self, model, config, settings, tokenizer):
         conll, features, _ = featurize(config.predict_file, tokenizer, settings["labels"],
-                                       config.max_seq_length)
+                                       config.max_seq_length, line_unit=config.line_unit)
         model, features = self._cached(model, config, features)
         tags = predict_tags(model, conll, features, settings["labels"],
                             config.predict_batch_size, driver.length_batching(config, False))
