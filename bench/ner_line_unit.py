@@ -34,6 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench.common import command_line, int_list, machine, markdown_table, write_section  # noqa: E402,I001
+from bench.ner_windows import predicted_f1  # noqa: E402
 
 TRAIN, HELD_OUT = 320, 240
 LINE_UNITS = ("word", "auto")
@@ -70,8 +71,6 @@ def file_spans(sentence, tags):
 
 def run_once(folder, seed, line_unit, minilm, train, held_out_file):
     """(the file's line unit the run read, command F1, the run's folder)."""
-    from bert_tf.text import conlleval
-    from tasks.families import ner
     run = os.path.join(folder, f"run{seed}_{line_unit}")
     result = subprocess.run(
         [sys.executable, "-m", "tasks.ner", "--init_checkpoint", minilm, "--output_dir", run,
@@ -80,11 +79,7 @@ def run_once(folder, seed, line_unit, minilm, train, held_out_file):
          "--num_train_epochs", "3", "--seed", str(seed), "--line_unit", line_unit],
         check=True, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     read = "character" if "'line_unit': 'character'" in result.stdout else "word"
-    predicted = ner.read_conll(os.path.join(run, "predictions.txt"), "word")
-    command = conlleval.evaluate(
-        [[line.split()[-2] for line in s.lines] for s in predicted.sentences],
-        [[line.split()[-1] for line in s.lines] for s in predicted.sentences])["f1"]
-    return read, command, run
+    return read, predicted_f1(run), run
 
 
 def main():

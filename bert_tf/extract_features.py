@@ -16,6 +16,12 @@ out), values rounded to 6 decimals as google's are. Layer indexes count the tran
 layers' outputs (-1 = last, 0 = first; the embeddings are not a layer here). Pairs are
 truncated with the fine-tuning rule (pop from the longer); an empty line gives
 [CLS] [SEP] and is counted in the summary on stderr.
+
+A single text longer than max_seq_length - 2 pieces is cut there, as google's is, unless
+--doc_stride is given: then it is read in windows of max_seq_length - 2 pieces starting
+doc_stride pieces apart (bert_tf/text/windows.py, SQuAD's windows), and its features are
+every piece of the text, each from the window where it has the most context, between
+the first window's [CLS] and the last one's [SEP]. Pairs are cut either way.
 """
 
 import argparse
@@ -84,6 +90,19 @@ def pack(ids_a, ids_b, max_seq_length, cls_id, sep_id):
     return ids, segments
 
 
+def text_windows(ids, max_seq_length, doc_stride):
+    """A single text's piece ids -> (windows, best): windows, a list of (first, end)
+    piece ranges of at most max_seq_length - 2 pieces (bert_tf/text/windows.py; one that
+    ends at max_seq_length - 2 without doc_stride, google's cut); best, each piece's
+    window (max context), or None for one window."""
+    from bert_tf.text.windows import max_context, windows
+    room = max_seq_length - 2
+    if doc_stride is None or len(ids) <= room:
+        return [(0, min(len(ids), room))], None
+    spans = windows(np.ones(len(ids), np.int64), room, doc_stride)
+    return spans, max_context(np.ones(len(ids), np.int64), spans)
+
+
 def layer_model(encoder, layers):
     """A Keras model: encoder inputs -> list of the chosen layers' outputs [B, S, H]."""
     import keras
@@ -98,7 +117,7 @@ WINDOW_BATCHES = 16
 
 
 def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size=32,
-            window_batches=WINDOW_BATCHES, start=0):
+            window_batches=WINDOW_BATCHES, start=0, doc_stride=None):
     """Yields one output dict per example (google's JSON layout), in input order, from
     example `start` on (a multiple of the window, batch_size * window_batches: a resumed
     run forms the batches an uninterrupted one forms, so it writes the same bytes).
@@ -106,7 +125,9 @@ def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size
     Examples are batched by length: within each window of `window_batches` batches they
     are sorted by packed length and every batch is padded to its longest (the outputs of
     real positions do not depend on padding: masked keys), so mixed lengths cost what
-    their tokens cost; a window's outputs are then yielded in input order."""
+    their tokens cost; a window's outputs are then yielded in input order. With
+    `doc_stride`, a long single text is several model inputs (`text_windows`), batched
+    like examples, its pieces read from their max-context windows."""
     window = batch_size * max(1, window_batches)
     if start % window:
         raise ValueError(f"start={start} is not a multiple of the window ({window})")
@@ -118,18 +139,28 @@ def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size
     model = layer_model(encoder, layers)
     for begin in range(0, len(examples), window):
         indexes = range(begin, min(begin + window, len(examples)))
-        packed = {i: pack(ids_a[i], ids_b.get(i), max_seq_length, tokenizer.cls_id,
-                          tokenizer.sep_id) for i in indexes}
-        order = sorted(indexes, key=lambda i: len(packed[i][0]))
-        records = {}
+        inputs, reading = [], {}            # model inputs (ids, segments); each example's
+        for i in indexes:
+            if i in ids_b:
+                reading[i] = ([len(inputs)], None, None)
+                inputs.append(pack(ids_a[i], ids_b[i], max_seq_length, tokenizer.cls_id,
+                                   tokenizer.sep_id))
+                continue
+            spans, best = text_windows(ids_a[i], max_seq_length, doc_stride)
+            reading[i] = (list(range(len(inputs), len(inputs) + len(spans))), spans, best)
+            for first_piece, end_piece in spans:
+                inputs.append(pack(ids_a[i][first_piece:end_piece], None, max_seq_length,
+                                   tokenizer.cls_id, tokenizer.sep_id))
+        order = sorted(range(len(inputs)), key=lambda j: len(inputs[j][0]))
+        vectors = {}                        # input -> [its length, H] per layer
         for b in range(0, len(order), batch_size):
             batch = order[b:b + batch_size]
-            width = max(len(packed[i][0]) for i in batch)
+            width = max(len(inputs[j][0]) for j in batch)
             token_ids = np.zeros((len(batch), width), np.int32)
             segment_ids = np.zeros_like(token_ids)
             mask = np.zeros_like(token_ids)
-            for row, i in enumerate(batch):
-                ids, segments = packed[i]
+            for row, j in enumerate(batch):
+                ids, segments = inputs[j]
                 token_ids[row, :len(ids)] = ids
                 segment_ids[row, :len(ids)] = segments
                 mask[row, :len(ids)] = 1
@@ -138,17 +169,24 @@ def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size
             if len(layers) == 1:        # a one-output Keras model returns the array
                 outputs = [outputs]
             outputs = [np.asarray(o, np.float32) for o in outputs]    # each [B, width, H]
-            for row, i in enumerate(batch):
-                features = []
-                for position, token_id in enumerate(packed[i][0]):
-                    features.append({
-                        "token": tokenizer.vocab[token_id],
-                        "layers": [{"index": index, "values": [
-                            round(float(x), 6) for x in out[row, position]]}
-                            for index, out in zip(layers, outputs)]})
-                records[i] = {"linex_index": first + i, "features": features}
+            for row, j in enumerate(batch):
+                vectors[j] = [out[row, :len(inputs[j][0])] for out in outputs]
         for i in indexes:
-            yield records[i]
+            runs, spans, best = reading[i]
+            if best is None:                # one model input: its every position
+                tokens = inputs[runs[0]][0]
+                read = [(runs[0], position) for position in range(len(tokens))]
+            else:                           # [CLS], each piece where it has most context
+                tokens = [tokenizer.cls_id] + list(ids_a[i]) + [tokenizer.sep_id]
+                read = [(runs[0], 0)] + [
+                    (runs[w], 1 + p - spans[w][0]) for p, w in enumerate(best.tolist())] + \
+                    [(runs[-1], len(inputs[runs[-1]][0]) - 1)]
+            features = [{"token": tokenizer.vocab[token_id],
+                         "layers": [{"index": index, "values": [
+                             round(float(x), 6) for x in vectors[j][k][position]]}
+                             for k, index in enumerate(layers)]}
+                        for token_id, (j, position) in zip(tokens, read)]
+            yield {"linex_index": first + i, "features": features}
 
 
 def run(args):
@@ -183,7 +221,7 @@ def run(args):
     write_features(
         args.output_file, made_from,
         lambda start: extract(encoder, tokenizer, examples, layers, args.max_seq_length,
-                              args.batch_size, start=start),
+                              args.batch_size, start=start, doc_stride=args.doc_stride),
         len(examples), args.batch_size * WINDOW_BATCHES)
     print(f"{args.output_file}: {len(examples)} examples, {empty} empty lines",
           file=sys.stderr, flush=True)
@@ -202,7 +240,8 @@ def run_inputs(args, vocab_file):
         "vocab_file": fingerprint(vocab_file),
         "bert_config_file": args.bert_config_file and fingerprint(args.bert_config_file),
         "flags": {"layers": args.layers, "max_seq_length": args.max_seq_length,
-                  "batch_size": args.batch_size, "do_lower_case": args.do_lower_case},
+                  "batch_size": args.batch_size, "do_lower_case": args.do_lower_case,
+                  "doc_stride": args.doc_stride},
     }
 
 
@@ -286,6 +325,10 @@ def main(argv=None):
     f("--layers", default="-1,-2,-3,-4", help="layer indexes, -1 = last")
     f("--max_seq_length", type=int, default=128)
     f("--batch_size", type=int, default=32)
+    f("--doc_stride", type=int, default=None,
+      help="read a single text longer than max_seq_length - 2 pieces in windows starting "
+           "this many pieces apart, each piece's vectors from the window where it has "
+           "the most context (default: cut it there, as google's extract_features does)")
     f("--init_checkpoint", default=None,
       help="google TF1 checkpoint, HF directory or .keras file; or a released "
            "checkpoint's name (uncased_L-12_H-768_A-12, bert-base-uncased, ...: "
@@ -293,7 +336,7 @@ def main(argv=None):
     f("--vocab_file", default=None, help="default: vocab.txt beside the checkpoint")
     f("--bert_config_file", default=None, help="default: the config beside the checkpoint")
     boolean(parser, "--do_lower_case", default=True)
-    return run_main(run, parser.parse_args(argv), positive=("batch_size",),
+    return run_main(run, parser.parse_args(argv), positive=("batch_size", "doc_stride"),
                     errors=(Interrupted,))
 
 

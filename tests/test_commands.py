@@ -22,8 +22,8 @@ FLAGS = {
         output_file quiet random_seed runner short_seq_prob tfds_data_dir tfds_split
         tfds_text_field vocab_file""",
     "bert_tf.extract_features": """
-        batch_size bert_config_file do_lower_case init_checkpoint input_file layers
-        max_seq_length output_file vocab_file""",
+        batch_size bert_config_file do_lower_case doc_stride init_checkpoint input_file
+        layers max_seq_length output_file vocab_file""",
     "bert_tf.quickstart": """
         corpus dupe_factor learning_rate max_predictions_per_seq max_seq_length
         mixed_precision num_train_steps preset steps_per_loop train_batch_size
@@ -49,7 +49,8 @@ FLAGS = {
         train_batch_size train_file vocab_file warmup_proportion weight_decay""",
     "tasks.ner": """
         bert_config_file cache_features cpu_devices do_eval do_lower_case do_predict
-        do_train eval_batch_size eval_file feature_based feature_head feature_layers
+        do_train doc_stride eval_batch_size eval_file feature_based feature_head
+        feature_layers
         feature_lstm_units init_checkpoint learning_rate length_batching line_unit
         max_seq_length mixed_precision num_train_epochs output_dir predict_batch_size predict_file
         save_checkpoints_steps seed strategy tpu train_batch_size train_file vocab_file

@@ -408,7 +408,7 @@ def python_entities(run, texts):
         features, _ = ner.create_features(
             [sentence], ner.tokenize_sentences(tokenizer, [sentence]), NER_LABELS,
             config["max_seq_length"], tokenizer.cls_id, tokenizer.sep_id, tokenizer.unk_id,
-            tokenizer.pad_id)
+            tokenizer.pad_id, config.get("doc_stride"))
         logits = np.asarray(model(features_dict(features))["logits"])
         tags = ner.word_tags(logits, features, [sentence], NER_LABELS)[0]
         out.append(ner.entities(tags, spans, text))
@@ -467,6 +467,31 @@ def test_ner_signatures_equal_keras_and_python(ner_run):
     tokenized = signatures["serve_tokenized"](**features_dict(features))
     np.testing.assert_allclose(tokenized["logits"], model(features_dict(features))["logits"],
                                atol=1e-5)
+
+
+def test_ner_windows_equal_keras_and_python(ner_run, tmp_path):
+    """A run that recorded a doc_stride: the signature reads long texts in overlapping
+    windows, each word where it has the most context, as tasks.ner's Python path does,
+    and answers otherwise than the consecutive parts of a run without one."""
+    from tasks.families import ner
+    run = str(tmp_path / "windows")
+    shutil.copytree(ner_run[0], run)
+    with open(os.path.join(run, "ner_config.json")) as f:
+        config = json.load(f)
+    config["doc_stride"] = 7                               # windows of 22 pieces
+    with open(os.path.join(run, "ner_config.json"), "w") as f:
+        json.dump(config, f)
+    texts = NER_TEXTS + ["john smith lives in new york and paris " * 12]
+    got = entity_rows(traced(build_module("ner", run, None, True))(tf.constant(texts)))
+    want = python_entities(run, texts)
+    assert got == want
+    plain = python_entities(ner_run[0], texts)
+    assert want[:5] == plain[:5]                           # short texts: one window
+    assert want[-1] != plain[-1]                           # a long one: other contexts
+    tokenizer = task_model("ner", run)[2]
+    sentence = ner.Sentence(texts[-1].split(), None)
+    assert len(ner.windows([len(p) for p in ner.tokenize_sentences(tokenizer, [sentence])],
+                           SEQ - 2, 7)) > 10
 
 
 def test_ner_hostile_inputs(ner_run):

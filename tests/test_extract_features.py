@@ -138,3 +138,64 @@ def test_missing_input_file(tmp_path, capsys, minilm_dir):
         extract_features.main(["--input_file", str(tmp_path / "nope.txt"), "--output_file",
                                str(tmp_path / "o.jsonl"), "--init_checkpoint", str(minilm_dir)])
     assert "nope.txt: No such file or directory" in capsys.readouterr().err
+
+
+def test_a_long_text_in_windows_equals_the_windowed_reference(tmp_path, minilm_dir):
+    """--doc_stride: a text of several windows gives every piece (not google's cut), each
+    with transformers' hidden states of the window where it has the most context, written
+    here from run_squad.py's rule on its own; [CLS] from the first window, [SEP] from the
+    last. Short lines and pairs give what they give without the flag, byte for byte."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    from bert_tf.text.tokenization import BertTokenizer
+    long_text = " ".join(json.__doc__.split())             # about 600 pieces of English
+    assert "|||" not in long_text
+    lines = LINES + [long_text]
+    input_file = tmp_path / "input.txt"
+    input_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    records = {}
+    for name, flags in (("cut", []), ("windows", ["--doc_stride", "10"])):
+        out = str(tmp_path / f"{name}.jsonl")
+        extract_features.main(["--input_file", str(input_file), "--output_file", out,
+                               "--init_checkpoint", str(minilm_dir), "--layers=-1,0",
+                               "--max_seq_length", "32", "--batch_size", "3", *flags])
+        with open(out, encoding="utf-8") as f:
+            records[name] = f.read().splitlines()
+    assert records["cut"][:-1] == records["windows"][:-1]
+    tokenizer = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"))
+    pieces = tokenizer.encode([long_text])[0]
+    assert len(pieces) > 10 * 30
+    windowed = json.loads(records["windows"][-1])["features"]
+    assert [t["token"] for t in windowed] == \
+        ["[CLS]"] + [tokenizer.vocab[i] for i in pieces] + ["[SEP]"]
+    assert len(json.loads(records["cut"][-1])["features"]) == 32
+    # The reference: windows of 30 pieces every 10, each run alone through transformers.
+    model = transformers.BertModel.from_pretrained(str(minilm_dir)).eval()
+    starts, start = [], 0
+    while True:
+        starts.append(start)
+        if start + 30 >= len(pieces):
+            break
+        start += 10
+    hidden = []
+    for start in starts:
+        ids = [tokenizer.cls_id] + pieces[start:start + 30] + [tokenizer.sep_id]
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor([ids]), output_hidden_states=True)
+        hidden.append([out.hidden_states[-1][0].numpy(), out.hidden_states[1][0].numpy()])
+    rows = [[hidden[0][0][0]], [hidden[0][1][0]]]                  # [CLS]
+    for p in range(len(pieces)):
+        best, score = None, None
+        for w, start in enumerate(starts):
+            length = min(30, len(pieces) - start)
+            if start <= p < start + length:
+                context = min(p - start, start + length - 1 - p) + 0.01 * length
+                if score is None or context > score:
+                    best, score = w, context
+        for k in range(2):
+            rows[k].append(hidden[best][k][1 + p - starts[best]])
+    last = min(30, len(pieces) - starts[-1]) + 1
+    for k in range(2):
+        rows[k].append(hidden[-1][k][last])                            # [SEP]
+        ours = np.array([t["layers"][k]["values"] for t in windowed])
+        np.testing.assert_allclose(ours, np.array(rows[k]), atol=2e-4)

@@ -356,14 +356,19 @@ class BertTokenClassifier(_TaskModel):
     @classmethod
     def settings(cls, labels, max_seq_length, do_lower_case=True, feature_based=False,
                  feature_layers=DEFAULT_FEATURE_LAYERS, feature_head="linear",
-                 feature_lstm_units=DEFAULT_LSTM_UNITS):
-        """ner_config.json: the tags in class-id order, and the feature-based head's
-        choices (the constructor's arguments; a file without them is a run of the
-        defaults)."""
+                 feature_lstm_units=DEFAULT_LSTM_UNITS, doc_stride=None):
+        """ner_config.json: the tags in class-id order, the feature-based head's choices
+        (the constructor's arguments; a file without them is a run of the defaults) and
+        the pieces between the starts of a long text's windows (`doc_stride`; None, or a
+        file without it: consecutive parts)."""
+        if doc_stride is not None and int(doc_stride) < 1:
+            raise ValueError(f"doc_stride: expected a positive number of pieces, got "
+                             f"{doc_stride!r}")
         return dict(task=cls.TASK, labels=list(labels), max_seq_length=int(max_seq_length),
                     do_lower_case=bool(do_lower_case), feature_based=bool(feature_based),
                     feature_layers=str(feature_layers), feature_head=str(feature_head),
-                    feature_lstm_units=int(feature_lstm_units))
+                    feature_lstm_units=int(feature_lstm_units),
+                    doc_stride=None if doc_stride is None else int(doc_stride))
 
     @classmethod
     def from_settings(cls, encoder, settings):
@@ -376,7 +381,8 @@ class BertTokenClassifier(_TaskModel):
         if labels is None or len(labels) != self.num_labels:
             raise ValueError(f"labels: expected {self.num_labels} tag names, got {labels!r}")
         return self.settings(labels, max_seq_length, do_lower_case, self.feature_based,
-                             self.feature_layers, self.feature_head, self.feature_lstm_units)
+                             self.feature_layers, self.feature_head, self.feature_lstm_units,
+                             settings.get("doc_stride"))
 
     def feature_head_model(self):
         """The head alone, a Keras model sharing this model's layers (training it trains

@@ -33,6 +33,12 @@ FLAGS = {
     "cache_features": dict(help="with --feature_based: run the frozen encoder once per "
                                 "file and keep its features in OUTPUT_DIR/feature_cache/; "
                                 "false: run it at every step"),
+    "doc_stride": dict(help="a sentence longer than max_seq_length - 2 pieces is read in "
+                            "overlapping windows of whole words starting this many pieces "
+                            "apart, each word tagged in the window where it has the most "
+                            "context (google's SQuAD rule); training: default half a "
+                            "window, recorded for the export; later runs: the run's (a "
+                            "run without one: consecutive parts)"),
     "line_unit": dict(help="what a line of the CoNLL files holds: word (joined with "
                            "spaces into a sentence's text: CoNLL-2003, segmented "
                            "Chinese), character (joined with nothing: MSRA, Weibo, "

@@ -5,9 +5,11 @@ task.py does in Python (split_words, create_features, word_tags, entities):
    punctuation character and CJK ideograph a word of its own), with their offsets;
 2. each word tokenized alone; a word the tokenizer deletes becomes one [UNK], a word of
    more pieces than fit is cut;
-3. consecutive parts of at most max_seq_length - 2 pieces, cut between words (greedy,
-   as create_features), each packed [CLS] pieces [SEP] — long texts are split, never cut;
-4. each word's tag = argmax of the logits at its first piece;
+3. windows of at most max_seq_length - 2 pieces, of whole words, starting `doc_stride`
+   pieces apart (bert_tf/text/windows.py's `windows`; a run that recorded no doc_stride:
+   consecutive parts), each packed [CLS] pieces [SEP]: long texts are read whole;
+4. each word's tag = argmax of the logits at its first piece, in the window where it has
+   the most context (google's SQuAD rule: bert_tf/text/windows.py's `max_context`);
 5. entities from the word tags with conlleval's chunk rules (bert_tf/text/conlleval.py), their
    characters from the first word's start to the last word's end.
 
@@ -79,8 +81,10 @@ class NerModule(ServingModule):
     per-piece logits [batch, seq, K], label_id and label [batch, seq]."""
 
     def __init__(self, model, tokenizer, max_seq_length, labels,
-                 max_text_bytes=MAX_TEXT_BYTES, name=None):
+                 max_text_bytes=MAX_TEXT_BYTES, name=None, doc_stride=None):
         super().__init__(model, tokenizer, max_seq_length, max_text_bytes, name=name)
+        room = max_seq_length - 2
+        self.doc_stride = room if doc_stride is None else min(int(doc_stride), room)
         self.label_names = tf.constant(list(labels))                      # [K]
         starts, ends, types = chunk_tables(labels)
         self.chunk_starts = tf.constant(starts)
@@ -93,8 +97,9 @@ class NerModule(ServingModule):
     @classmethod
     def from_run(cls, model, tokenizer, max_seq_length, settings,
                  max_text_bytes=MAX_TEXT_BYTES):
-        """ner_config.json's tags."""
-        return cls(model, tokenizer, max_seq_length, settings["labels"], max_text_bytes)
+        """ner_config.json's tags and doc_stride (none recorded: consecutive parts)."""
+        return cls(model, tokenizer, max_seq_length, settings["labels"], max_text_bytes,
+                   doc_stride=settings.get("doc_stride"))
 
     def outputs_from_tokens(self, features):
         logits = float32(self.model(features, training=False)["logits"])  # [batch, seq, K]
@@ -119,19 +124,19 @@ class NerModule(ServingModule):
         pieces = tf.concat([pieces, unk], axis=1)[:, :room]                # [W, (pieces)]
         piece_splits = pieces.row_splits                                   # [W + 1]
 
-        part_first, part_end = self._parts(piece_splits, word_splits, room)   # [P] words
-        packed = self.packer(tf.RaggedTensor.from_row_splits(
-            pieces.flat_values,
-            tf.concat([[0], tf.gather(piece_splits, part_end)], 0), validate=False))
+        part_first, part_end = self._windows(piece_splits, word_splits, room,
+                                             self.doc_stride)                # [P] words
+        window_pieces = tf.ragged.range(tf.gather(piece_splits, part_first),
+                                        tf.gather(piece_splits, part_end))   # [P, (pieces)]
+        packed = self.packer(tf.gather(pieces.flat_values, window_pieces))
         logits = run_by_length(
             lambda f: {"logits": float32(self.model(f, training=False)["logits"])},
             packed, per_token=("logits",))["logits"]                      # [P, seq, K]
 
-        # Each word's tag: the argmax at its first piece.
+        # Each word's tag: the argmax at its first piece, in its max-context window.
         n_words = tf.size(begin, out_type=tf.int64)
-        word = tf.range(n_words)
-        part = tf.searchsorted(part_first, word, side="right", out_type=tf.int64) - 1
-        position = 1 + tf.gather(piece_splits, word) - \
+        part = self._max_context(piece_splits, part_first, part_end, n_words)   # [W]
+        position = 1 + tf.gather(piece_splits, tf.range(n_words)) - \
             tf.gather(piece_splits, tf.gather(part_first, part))
         word_logits = tf.gather_nd(logits, tf.stack([part, position], axis=1))   # [W, K]
         tags = tf.argmax(word_logits, axis=-1, output_type=tf.int64)
@@ -157,21 +162,28 @@ class NerModule(ServingModule):
         }
 
     @staticmethod
-    def _parts(piece_splits, word_splits, room):
-        """Greedy parts of every text, as task.py's create_features cuts them: from the
-        first word on, as many whole words as fit in `room` pieces (a word never has more).
-        Returns (first word, end word) int64 [P] (global indexes, end exclusive), in
-        order. Texts without words get no part."""
+    def _windows(piece_splits, word_splits, room, stride):
+        """Every text's windows, as bert_tf/text/windows.py's `windows` makes them: from
+        the text's first word, as many whole words as fit in `room` pieces (a word never
+        has more); the next starts at the first word at least `stride` pieces after,
+        never past the window's end, until one reaches the text's last word. Returns
+        (first word, end word) int64 [P] (global indexes, end exclusive), in order.
+        Texts without words get no window."""
         row_limit = word_splits[1:]
 
         def body(position, firsts, ends):
             active = position < row_limit
-            fits = tf.searchsorted(piece_splits, tf.gather(piece_splits, position) + room,
-                                   side="right", out_type=tf.int64) - 1
-            following = tf.minimum(tf.maximum(fits, position + 1), row_limit)
+            start = tf.gather(piece_splits, position)
+            fits = tf.searchsorted(piece_splits, start + room, side="right",
+                                   out_type=tf.int64) - 1
+            end = tf.minimum(tf.maximum(fits, position + 1), row_limit)
+            following = tf.searchsorted(piece_splits, start + stride, side="left",
+                                        out_type=tf.int64)
+            following = tf.maximum(position + 1, tf.minimum(following, end))
             firsts = tf.concat([firsts, tf.boolean_mask(position, active)], 0)
-            ends = tf.concat([ends, tf.boolean_mask(following, active)], 0)
-            return tf.where(active, following, position), firsts, ends
+            ends = tf.concat([ends, tf.boolean_mask(end, active)], 0)
+            done = end >= row_limit
+            return tf.where(active & ~done, following, row_limit), firsts, ends
 
         empty = tf.zeros([0], tf.int64)
         _, firsts, ends = tf.while_loop(
@@ -181,3 +193,22 @@ class NerModule(ServingModule):
                               tf.TensorShape([None])))
         order = tf.argsort(firsts)
         return tf.gather(firsts, order), tf.gather(ends, order)
+
+    @staticmethod
+    def _max_context(piece_splits, firsts, ends, n_words):
+        """For each word, the window (an index into firsts/ends) where it has the most
+        context, as bert_tf/text/windows.py's `max_context`: the least of the pieces
+        before and after its first piece plus a hundredth of the window's pieces, the
+        earlier window on a tie. int64 [W]."""
+        spans = tf.ragged.range(firsts, ends)                   # [P, (words)]
+        window = spans.value_rowids()                           # [pairs]
+        word = spans.flat_values
+        start = tf.gather(piece_splits, tf.gather(firsts, window))
+        stop = tf.gather(piece_splits, tf.gather(ends, window))
+        at = tf.gather(piece_splits, word)
+        context = tf.cast(tf.minimum(at - start, stop - 1 - at), tf.float64) + \
+            0.01 * tf.cast(stop - start, tf.float64)
+        best = tf.math.unsorted_segment_max(context, word, n_words)
+        candidates = tf.where(tf.equal(context, tf.gather(best, word)), window,
+                              tf.int64.max)
+        return tf.math.unsorted_segment_min(candidates, word, n_words)

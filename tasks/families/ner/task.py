@@ -27,7 +27,10 @@ gives its tag to the first unit and continues it over the others (B-LOC -> B-LOC
 (`Sentence.word_tags`, the inverse). Each unit is tokenized alone (exact for
 google's tokenizer) and its label goes on its first word piece; the other pieces, [CLS],
 [SEP] and padding are left out of the loss and the prediction. A sentence longer than the
-sequence is cut into consecutive pieces at unit boundaries.
+sequence is read in overlapping windows of whole units, --doc_stride pieces apart (half a
+window unless said; recorded for later runs and the export): training learns from every
+window, and prediction reads each unit in the window where it has the most context
+(google's SQuAD rule: bert_tf/text/windows.py).
 
 Scores are conlleval's entity-level P/R/F1 (bert_tf/text/conlleval.py) on the file's words.
 --do_predict writes `predictions.txt`: every input line with the predicted tag appended
@@ -63,6 +66,7 @@ from bert_tf.models.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNI
                                         FEATURE_LAYERS)
 from bert_tf.models.task_models import BertTokenClassifier, loss_scaled
 from bert_tf.text import conlleval
+from bert_tf.text.windows import max_context, windows  # noqa: F401  (as ner.<name> too)
 from tasks import driver, frozen_features
 from tasks.task import Task, family
 # The reader, as tasks.families.ner.<name> too.
@@ -76,21 +80,33 @@ IGNORE = -1      # label id of positions outside the loss: non-first pieces, spe
 
 # ----------------------------------------------------------------------------- features
 
+def default_doc_stride(max_seq_length):
+    """A training run's doc_stride unless given: half a window's pieces, so that every
+    unit of a long sentence is read where it has a quarter window of context on each side
+    (or the sentence's end)."""
+    return max(1, (max_seq_length - 2) // 2)
+
+
 def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_id,
-                    unk_id, pad_id=0):
-    """Sentences -> dict of numpy arrays, one row per (part of a) sentence:
+                    unk_id, pad_id=0, doc_stride=None):
+    """Sentences -> dict of numpy arrays, one row per window of a sentence:
 
       token_ids, segment_ids, padding_mask  int32 [N, S]   [CLS] pieces [SEP]
       label_ids                             int32 [N, S]   unit label on its first piece,
                                                            IGNORE elsewhere
       word_index                            int32 [N, S]   index of the unit in its
-                                                           sentence on first pieces, else -1
+                                                           sentence on its first piece in
+                                                           the window where the unit has
+                                                           the most context, else -1
       sentence_index                        int32 [N]
 
     word_pieces: one list of piece ids per unit of every sentence, in order (see
     `tokenize_sentences`). Units the tokenizer deletes entirely (control characters only)
-    become one [UNK], so that every unit has a first piece. Labels not in `labels` get
-    IGNORE (counted as "unknown_label"). Returns (features, report).
+    become one [UNK], so that every unit has a first piece. A sentence longer than
+    max_seq_length - 2 pieces is cut into `windows` (overlapping with `doc_stride`, whole
+    units); every window is labelled whole (training learns from each) and every unit is
+    read from one (`max_context`; both bert_tf/text/windows.py's). Labels not in `labels`
+    get IGNORE (counted as "unknown_label"). Returns (features, report).
     """
     label_ids = {label: i for i, label in enumerate(labels)}
     report = collections.Counter()
@@ -108,31 +124,26 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
                 report["word_truncated"] += 1
                 ids = ids[:room]
             pieces.append(ids)
-        # Consecutive parts of at most `room` pieces, cut between words.
-        parts, part, size = [], [], 0
-        for w, ids in enumerate(pieces):
-            if size + len(ids) > room and part:
-                parts.append(part)
-                part, size = [], 0
-            part.append(w)
-            size += len(ids)
-        parts.append(part)
-        if len(parts) > 1:
+        lengths = [len(ids) for ids in pieces]
+        spans = windows(lengths, room, doc_stride)
+        read_from = max_context(lengths, spans)
+        if len(spans) > 1:
             report["sentence_split"] += 1
-        for part in parts:
+        for k, (first, end) in enumerate(spans):
             token_ids = np.full(max_seq_length, pad_id, np.int32)
             labels_row = np.full(max_seq_length, IGNORE, np.int32)
             words_row = np.full(max_seq_length, -1, np.int32)
             token_ids[0] = cls_id
             position = 1
-            for w in part:
+            for w in range(first, end):
                 token_ids[position:position + len(pieces[w])] = pieces[w]
-                words_row[position] = w
+                if read_from[w] == k:
+                    words_row[position] = w
                 if sentence.unit_tags is not None:
                     tag = sentence.unit_tags[w]
                     if tag in label_ids:
                         labels_row[position] = label_ids[tag]
-                    else:
+                    elif read_from[w] == k:                     # counted once
                         report["unknown_label"] += 1
                 position += len(pieces[w])
             token_ids[position] = sep_id
@@ -158,14 +169,15 @@ def tokenize_sentences(tokenizer, sentences):
     return out
 
 
-def featurize(path, tokenizer, labels, max_seq_length, conll=None, line_unit="auto"):
+def featurize(path, tokenizer, labels, max_seq_length, conll=None, line_unit="auto",
+              doc_stride=None):
     """Reads `path` (unless its ConllFile is given; `line_unit` as read_conll's) ->
-    (ConllFile, features, report)."""
+    (ConllFile, features, report); `doc_stride` as create_features'."""
     conll = conll or read_conll(path, line_unit)
     features, report = create_features(
         conll.sentences, tokenize_sentences(tokenizer, conll.sentences), labels,
         max_seq_length, tokenizer.cls_id, tokenizer.sep_id, tokenizer.unk_id,
-        tokenizer.pad_id)
+        tokenizer.pad_id, doc_stride)
     report["line_unit"] = conll.line_unit
     mixed = sum(sentence.mixed_units for sentence in conll.sentences)
     if mixed:
@@ -292,6 +304,7 @@ class NerConfig(driver.FineTuneConfig):
     feature_lstm_units: int = DEFAULT_LSTM_UNITS
     cache_features: bool = True
     line_unit: str = "auto"          # what a line of the files holds (data.py's LINE_UNITS)
+    doc_stride: int = None           # training: half a window; later runs: the trained run's
 
     def feature_settings(self):
         return {"feature_layers": self.feature_layers, "feature_head": self.feature_head,
@@ -338,7 +351,9 @@ class NerTask(Task):
         return config
 
     def training_config(self, config):
-        return self._length(config.replace(max_seq_length=config.max_seq_length or 128))
+        config = config.replace(max_seq_length=config.max_seq_length or 128)
+        return self._length(config.replace(
+            doc_stride=config.doc_stride or default_doc_stride(config.max_seq_length)))
 
     def restore(self, config, saved):
         trained = {k: saved.get(k, v) for k, v in FEATURE_DEFAULTS.items()}
@@ -350,6 +365,7 @@ class NerTask(Task):
             do_lower_case=saved["do_lower_case"], feature_based=saved["feature_based"],
             **trained,
             max_seq_length=config.max_seq_length or saved["max_seq_length"],
+            doc_stride=config.doc_stride or saved.get("doc_stride"),
             vocab_file=config.vocab_file or os.path.join(config.output_dir, "vocab.txt")))
 
     def read_train(self, config, tokenizer):
@@ -358,7 +374,7 @@ class NerTask(Task):
             raise ValueError(f"{config.train_file}: no tags to train on (one column)")
         self.labels = label_list(conll)
         return featurize(config.train_file, tokenizer, self.labels, config.max_seq_length,
-                         conll)[1]
+                         conll, doc_stride=config.doc_stride)[1]
 
     def num_examples(self, features):
         return len(features["token_ids"])
@@ -366,13 +382,14 @@ class NerTask(Task):
     def settings(self, config, train):
         return BertTokenClassifier.settings(
             self.labels, config.max_seq_length, config.do_lower_case, config.feature_based,
-            **config.feature_settings())
+            doc_stride=config.doc_stride, **config.feature_settings())
 
     def read_eval(self, config, settings, tokenizer):
         if not config.do_eval:
             return None
         return featurize(config.eval_file, tokenizer, settings["labels"],
-                         config.max_seq_length, line_unit=config.line_unit)[:2]
+                         config.max_seq_length, line_unit=config.line_unit,
+                         doc_stride=config.doc_stride)[:2]
 
     def validation(self, evaluation):
         return evaluation[1]
@@ -416,7 +433,8 @@ class NerTask(Task):
 
     def predict(self, model, config, settings, tokenizer):
         conll, features, _ = featurize(config.predict_file, tokenizer, settings["labels"],
-                                       config.max_seq_length, line_unit=config.line_unit)
+                                       config.max_seq_length, line_unit=config.line_unit,
+                                       doc_stride=config.doc_stride)
         model, features = self._cached(model, config, features)
         tags = predict_tags(model, conll, features, settings["labels"],
                             config.predict_batch_size, driver.length_batching(config, False))

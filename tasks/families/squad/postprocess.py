@@ -4,7 +4,7 @@ The rules are google-research/bert run_squad.py's, restated on character offsets
 
 * windows (`doc_spans`): a context longer than the room left after the question is cut
   into windows of `max_tokens_for_doc` pieces, each starting `doc_stride` pieces after the
-  previous one, the last one reaching the end.
+  previous one, the last one reaching the end (bert_tf/text/windows.py, NER's too).
 * max context (`max_context_mask`): a piece that is in several windows is scored only in
   the window where min(left context, right context) + 0.01 * window length is largest
   (the first such window on ties).
@@ -32,37 +32,29 @@ import math
 
 import numpy as np
 
+from bert_tf.text.windows import max_context, windows
+
 
 def doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride):
-    """Windows over a context of `num_doc_tokens` pieces -> list of (start, length)."""
+    """Windows over a context of `num_doc_tokens` pieces -> list of (start, length)
+    (bert_tf/text/windows.py's, over units of one piece)."""
     if max_tokens_for_doc < 1:
         raise ValueError(f"no room for context pieces (max_tokens_for_doc="
                          f"{max_tokens_for_doc}); raise max_seq_length or lower "
                          f"max_query_length")
     if doc_stride < 1:
         raise ValueError(f"doc_stride must be >= 1, got {doc_stride}")
-    spans = []
-    start = 0
-    while start < num_doc_tokens:
-        length = min(num_doc_tokens - start, max_tokens_for_doc)
-        spans.append((start, length))
-        if start + length == num_doc_tokens:
-            break
-        start += min(length, doc_stride)
-    return spans
+    if num_doc_tokens == 0:
+        return []
+    return [(first, end - first) for first, end in
+            windows(np.ones(num_doc_tokens, np.int64), max_tokens_for_doc, doc_stride)]
 
 
 def max_context_window(spans, num_doc_tokens):
-    """[num_doc_tokens] int: the index of the window where each piece has most context."""
-    best = np.full(num_doc_tokens, -1, np.int64)
-    best_score = np.full(num_doc_tokens, -np.inf)
-    for index, (start, length) in enumerate(spans):
-        pos = np.arange(start, start + length)
-        score = np.minimum(pos - start, start + length - 1 - pos) + 0.01 * length
-        better = score > best_score[pos]        # strict: the first window wins ties
-        best[pos[better]] = index
-        best_score[pos[better]] = score[better]
-    return best
+    """[num_doc_tokens] int: the index of the window where each piece has most context
+    (bert_tf/text/windows.py's `max_context`)."""
+    return max_context(np.ones(num_doc_tokens, np.int64),
+                       [(start, start + length) for start, length in spans])
 
 
 def max_context_mask(spans, span_index, num_doc_tokens):
