@@ -140,6 +140,7 @@ def test_missing_input_file(tmp_path, capsys, minilm_dir):
     assert "nope.txt: No such file or directory" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_long_text_in_windows_equals_the_windowed_reference(tmp_path, minilm_dir):
     """--doc_stride: a text of several windows gives every piece (not google's cut), each
     with transformers' hidden states of the window where it has the most context, written

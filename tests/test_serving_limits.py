@@ -41,8 +41,9 @@ def long_text(size):
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("limits")
+    # NER reads a long text in overlapping windows (each word in two): twice the parts.
     ner = make_run_dir(str(root / "run_ner"), "ner", {
-        "task": "ner", "labels": NER_LABELS, "feature_based": False},
+        "task": "ner", "labels": NER_LABELS, "feature_based": False, "doc_stride": 16},
         lambda e: BertTokenClassifier(e, len(NER_LABELS)), seed=6)
     squad = make_run_dir(str(root / "run_squad"), "squad", {
         "task": "squad", "doc_stride": 16, "max_query_length": 8, "n_best_size": 4,
