@@ -164,6 +164,33 @@ def test_squad_resume_with_other_doc_stride_leaves_the_run_folder_unchanged(
     assert json.load(open(os.path.join(out, "squad_config.json")))["doc_stride"] == 8
 
 
+def test_ner_resume_with_other_windows_or_line_unit_leaves_the_run_folder_unchanged(
+        files, capsys, monkeypatch):
+    """NER's --doc_stride and --line_unit shape what a run learns from (the windows of
+    long sentences, the words of a file): a resume with another value of either is
+    refused, the folder as it was; the run's doc_stride (half a window) stays recorded."""
+    train = files["root"] / "ner.txt"
+    sentence = "\n".join(f"{w} {'B-LOC' if w == 'paris' else 'O'}" for w in
+                         "we went to paris and then to the park near the river".split())
+    train.write_text((sentence + "\n\n") * 12, encoding="utf-8")
+    out = str(files["root"] / "ner_run")
+    argv = ["--do_train", f"--train_file={train}", f"--bert_config_file={files['config']}",
+            f"--vocab_file={files['vocab']}", f"--output_dir={out}", "--max_seq_length=10",
+            "--train_batch_size=4", "--num_train_epochs=1"]
+    interrupt_at(monkeypatch, 1)
+    code, lines = run_command("tasks.ner", argv, capsys)
+    monkeypatch.undo()
+    state = os.path.join(out, "resume", "step-1")
+    assert code == 1 and lines[-1].startswith(f"error: SIGTERM at step 1: saved {state}"), \
+        lines
+    assert_refused("tasks.ner", argv + ["--doc_stride=2"], out,
+                   f"error: {state} is the resumable state of a run with other settings "
+                   f"(doc_stride: 4 there, 2 now", capsys)
+    assert_refused("tasks.ner", argv + ["--line_unit=character"], out,
+                   "(line_unit: 'auto' there, 'character' now", capsys)
+    assert json.load(open(os.path.join(out, "ner_config.json")))["doc_stride"] == 4
+
+
 # ------------------------------------------------- 2. a SQuAD v2.0 file read as v1.1
 
 def test_squad_v2_file_without_the_flag_is_refused(files, capsys):
