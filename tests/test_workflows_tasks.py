@@ -164,6 +164,7 @@ def test_squad_resume_with_other_doc_stride_leaves_the_run_folder_unchanged(
     assert json.load(open(os.path.join(out, "squad_config.json")))["doc_stride"] == 8
 
 
+@pytest.mark.slow
 def test_ner_resume_with_other_windows_or_line_unit_leaves_the_run_folder_unchanged(
         files, capsys, monkeypatch):
     """NER's --doc_stride and --line_unit shape what a run learns from (the windows of
