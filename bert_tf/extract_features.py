@@ -73,21 +73,18 @@ def parse_layers(text, num_layers=None):
 
 
 def pack(ids_a, ids_b, max_seq_length, cls_id, sep_id):
-    """Piece ids of one example -> packed ids [CLS] A [SEP] (B [SEP]) and segment ids,
-    truncated to max_seq_length (google's extract_features rule)."""
-    from bert_tf.text.packing import truncate_seq_pair
+    """Piece ids of one example -> packed ids [CLS] A [SEP] (B [SEP]) and segment ids
+    (lists, unpadded), truncated to max_seq_length (google's extract_features rule) and
+    laid out by the project's one packer (bert_tf.text.packing.pack_row)."""
+    from bert_tf.text.packing import pack_row, truncate_seq_pair
     ids_a = list(ids_a)
     if ids_b is not None:
         ids_b = list(ids_b)
         truncate_seq_pair(ids_a, ids_b, max_seq_length - 3)
     else:
         ids_a = ids_a[:max_seq_length - 2]
-    ids = [cls_id] + ids_a + [sep_id]
-    segments = [0] * len(ids)
-    if ids_b is not None:
-        ids += ids_b + [sep_id]
-        segments += [1] * (len(ids_b) + 1)
-    return ids, segments
+    row = pack_row(ids_a, ids_b, None, cls_id, sep_id)
+    return row["token_ids"].tolist(), row["segment_ids"].tolist()
 
 
 def text_windows(ids, max_seq_length, doc_stride):

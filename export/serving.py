@@ -21,6 +21,8 @@ serve_tokenized runs on what it is given.
 
 import tensorflow as tf
 
+from bert_tf.models.task_layers import pool_windows
+from bert_tf.models.task_models import reads_windows
 from bert_tf.text.batching import run_by_length
 from bert_tf.text.preprocessor import BertPreprocessor
 from export.limits import MAX_TEXT_BYTES
@@ -197,6 +199,60 @@ class ServingModule(tf.Module):
                                          "segment_ids", "type_vocab_size"))
             checks.append(check_mask(features["padding_mask"], "padding_mask"))
         return {n: after(checks, features[n]) for n in names}
+
+
+class ClassifierServing(ServingModule):
+    """Base of the modules of a bert_tf.BertClassifier (classification, multi-label):
+    subclasses turn the model's outputs into their answer (`answer(out)`, out: float32
+    {"logits": [batch, K]} or {"score": [batch]}).
+
+    A run that reads a long text in windows (its settings' max_windows other than 1,
+    tasks/text_inputs.py) is served the same way: `windows` = (max_windows, doc_stride,
+    window_pooling); the text signatures read the text's windows as training did
+    (BertPreprocessor.windows), run them by length, and answer with their pooled logits
+    (task_layers.pool_windows: the function the Keras model pools with). The module then
+    holds the model of one window (BertClassifier.window_model), and serve_tokenized
+    reads each row as a text of one window."""
+
+    def __init__(self, model, tokenizer, max_seq_length, max_text_bytes=MAX_TEXT_BYTES,
+                 name=None, windows=None):
+        if windows is not None:
+            window = model.window_model()
+            window.encoder = model.encoder
+            model = window
+        super().__init__(model, tokenizer, max_seq_length, max_text_bytes, name=name)
+        self.windows = None if windows is None else tuple(windows)
+
+    @staticmethod
+    def windows_of(settings):
+        """`windows` of a run's settings: None when it cuts long texts."""
+        if not reads_windows(settings):
+            return None
+        return (settings["max_windows"], settings["doc_stride"], settings["window_pooling"])
+
+    def answer(self, out):
+        raise NotImplementedError
+
+    def outputs_from_tokens(self, features):
+        out = self.model(features, training=False)
+        return self.answer({k: float32(v) for k, v in out.items()})
+
+    def outputs_from_text(self, **texts):
+        if self.windows is None:
+            return super().outputs_from_text(**texts)
+        max_windows, stride, pooling = self.windows
+        features, splits = self.preprocessor.windows(texts[self.TEXT_INPUTS[0]],
+                                                     max_windows, stride)
+        out = run_by_length(lambda f: {k: float32(v) for k, v in
+                                       self.model(f, training=False).items()}, features)
+        pooled = {}
+        for name, value in out.items():          # [windows, K], or [windows] ("score")
+            per_text = tf.RaggedTensor.from_row_splits(
+                tf.reshape(value, [tf.shape(value)[0], -1]), splits, validate=False)
+            mask = tf.sequence_mask(per_text.row_lengths())  # [batch, most windows]
+            value = pool_windows(per_text.to_tensor(), mask, pooling)         # [batch, K]
+            pooled[name] = value[:, 0] if name == "score" else value
+        return self.answer(pooled)
 
 
 class FrozenModel:

@@ -107,4 +107,4 @@ def run(task, config_class, args):
         "max_seq_length", "train_batch_size", "eval_batch_size", "predict_batch_size",
         "learning_rate", "num_train_epochs", "save_checkpoints_steps", "doc_stride",
         "max_query_length", "n_best_size", "max_answer_length", "feature_lstm_units"),
-        non_negative=("weight_decay", "cpu_devices"), fractions=("warmup_proportion",))
+        non_negative=("weight_decay", "cpu_devices", "max_windows"), fractions=("warmup_proportion",))

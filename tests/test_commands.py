@@ -42,11 +42,12 @@ FLAGS = {
         output_dir task top_k vocab_file""",
     "tasks.glue": """
         bad_rows bert_config_file cpu_devices data_dir dev_file do_eval do_lower_case
-        do_predict do_train eval_batch_size has_header init_checkpoint jit_compile
-        label_column labels learning_rate length_batching max_seq_length mixed_precision
-        num_train_epochs output_dir predict_batch_size regression save_checkpoints_steps seed
-        strategy task_name test_file text_a_column text_b_column tfds_data_dir tpu
-        train_batch_size train_file vocab_file warmup_proportion weight_decay""",
+        do_predict do_train doc_stride eval_batch_size has_header init_checkpoint
+        jit_compile label_column labels learning_rate length_batching max_seq_length
+        max_windows mixed_precision num_train_epochs output_dir predict_batch_size
+        regression save_checkpoints_steps seed strategy task_name test_file text_a_column
+        text_b_column tfds_data_dir tpu train_batch_size train_file vocab_file
+        warmup_proportion weight_decay window_pooling""",
     "tasks.ner": """
         bert_config_file cache_features cpu_devices do_eval do_lower_case do_predict
         do_train doc_stride eval_batch_size eval_file feature_based feature_head
@@ -57,11 +58,12 @@ FLAGS = {
         warmup_proportion weight_decay""",
     "tasks.families.multilabel.__main__": """
         allow_empty_labels bert_config_file cpu_devices dev_file do_eval do_lower_case
-        do_predict do_train eval_batch_size has_header init_checkpoint jit_compile
-        label_column label_delimiter label_file learning_rate length_batching
-        max_seq_length mixed_precision num_train_epochs output_dir predict_batch_size
-        save_checkpoints_steps seed strategy test_file text_a_column text_b_column tpu
-        train_batch_size train_file vocab_file warmup_proportion weight_decay""",
+        do_predict do_train doc_stride eval_batch_size has_header init_checkpoint
+        jit_compile label_column label_delimiter label_file learning_rate length_batching
+        max_seq_length max_windows mixed_precision num_train_epochs output_dir
+        predict_batch_size save_checkpoints_steps seed strategy test_file text_a_column
+        text_b_column tpu train_batch_size train_file vocab_file warmup_proportion
+        weight_decay window_pooling""",
     "tasks.squad": """
         bert_config_file cpu_devices do_eval do_lower_case do_predict do_train
         doc_stride eval_batch_size init_checkpoint learning_rate length_batching

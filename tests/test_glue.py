@@ -488,6 +488,195 @@ def test_model_outputs_and_postprocess():
     assert values["score"] == pytest.approx((values["pearson"] + 1.0) / 2)
 
 
+# ----------------------------------------------------------------------------- windows
+
+LONG_TEXTS = ["", "one short line .",
+              " ".join(f"sentence {i} of a report about item{i} ." for i in range(12)),
+              "北京大学的Google研究员在2024年发表了30%的论文。" * 4,
+              "héllo\u00a0wörld " * 20]
+
+
+def test_windows_follow_the_windows_rule(tokenizer):
+    """BertPreprocessor.windows: each text's pieces in windows of seq - 2 pieces, stride
+    apart, as bert_tf/text/windows.py's rule (SQuAD's) makes them for one-piece units,
+    at most max_windows of them; window 1 is __call__'s cut; windowed() pads the rest of
+    a row with windows of padding_mask 0."""
+    import tensorflow as tf
+    from bert_tf.text.windows import windows
+    seq = 12
+    pre = BertPreprocessor(tokenizer, seq)
+    pieces = tokenizer.encode(LONG_TEXTS)
+    assert max(len(p) for p in pieces) > 4 * (seq - 2)
+    for max_windows in (0, 1, 3):
+        for stride in (None, 1, 4, 10, 25):
+            features, splits = pre.windows(tf.constant(LONG_TEXTS), max_windows, stride)
+            ids, splits = features["token_ids"].numpy(), splits.numpy()
+            for i, p in enumerate(pieces):
+                spans = windows(np.ones(len(p), np.int64), seq - 2, stride)
+                spans = spans[:max_windows] if max_windows else spans
+                got = ids[splits[i]:splits[i + 1]]
+                assert [row[row > 0][1:-1].tolist() for row in got] == \
+                    [p[a:b] for a, b in spans], (max_windows, stride, i)
+                assert (got[:, 0] == tokenizer.cls_id).all()
+    cut = pre(tf.constant(LONG_TEXTS))
+    first, splits = pre.windows(tf.constant(LONG_TEXTS), 1, 4)
+    assert splits.numpy().tolist() == list(range(len(LONG_TEXTS) + 1))
+    for name in INPUT_NAMES:
+        assert first[name].numpy().tolist() == cut[name].numpy().tolist()
+    padded = pre.windowed(tf.constant(LONG_TEXTS), 0, 4)
+    features, splits = pre.windows(tf.constant(LONG_TEXTS), 0, 4)
+    counts = np.diff(splits.numpy())
+    assert padded["token_ids"].shape == (len(LONG_TEXTS), counts.max(), seq)
+    for i, n in enumerate(counts):
+        for name in INPUT_NAMES:
+            assert padded[name][i, :n].numpy().tolist() == \
+                features[name][splits[i]:splits[i + 1]].numpy().tolist()
+        assert not padded["padding_mask"][i, n:].numpy().any()
+    with pytest.raises(ValueError, match="stride must be >= 1"):
+        pre.windows(tf.constant(LONG_TEXTS), 0, 0)
+
+
+def windowed_classifier(tokenizer, num_classes, pooling):
+    import keras
+    from bert_tf.base.config import BertConfig
+    from bert_tf.models.encoder import BertEncoder
+    keras.utils.set_random_seed(3)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16,
+                        num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                        max_position_embeddings=32)
+    return BertClassifier(BertEncoder.from_config_object(config), num_classes,
+                          window_pooling=pooling)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max"])
+def test_windowed_classifier_pools_its_windows(tokenizer, pooling, tmp_path):
+    """BertClassifier(window_pooling=...) on [batch, windows, seq]: each text's logits
+    are the mean / max of its own windows' (window_model, one window at a time), padding
+    windows change nothing, and its weights are the plain classifier's (a run's weights
+    load into either)."""
+    import tensorflow as tf
+    pre = BertPreprocessor(tokenizer, 16)
+    for k in (3, 1):
+        model = windowed_classifier(tokenizer, k, pooling)
+        name = "score" if k == 1 else "logits"
+        batch = pre.windowed(tf.constant(LONG_TEXTS), 0, 5)
+        got = model(batch)[name].numpy().reshape(len(LONG_TEXTS), -1)
+        features, splits = pre.windows(tf.constant(LONG_TEXTS), 0, 5)
+        each = model.window_model()(features)[name].numpy().reshape(len(features["token_ids"]), -1)
+        reduce = np.mean if pooling == "mean" else np.max
+        splits = splits.numpy()
+        want = np.stack([reduce(each[a:b], axis=0) for a, b in zip(splits, splits[1:])])
+        np.testing.assert_allclose(got, want, atol=1e-6)
+        assert (np.diff(splits) > 1).sum() >= 3           # texts of several windows
+        # Five more windows of padding on every text: the same answers.
+        wider = {n: tf.pad(v, [[0, 0], [0, 5], [0, 0]]) for n, v in batch.items()}
+        np.testing.assert_allclose(model(wider)[name].numpy().reshape(got.shape), got,
+                                   atol=1e-6)
+        plain = BertClassifier(model.encoder, k)
+        path = str(tmp_path / f"w{k}.weights.h5")
+        model.save_weights(path)
+        plain.load_weights(path)
+        np.testing.assert_allclose(plain(features)[name].numpy().reshape(each.shape), each,
+                                   atol=1e-6)
+    assert BertClassifier.from_config(model.get_config()).window_pooling == pooling
+
+
+def test_windowed_signatures_equal_the_keras_aggregate(tokenizer):
+    """A run read in windows is served in windows: classification and multi-label
+    signatures on texts of several windows answer as the Keras model on those windows
+    does (probabilities within 1e-6); serve_tokenized reads a row as one window."""
+    import tensorflow as tf
+    from tasks.families.glue.serving import ClassifierModule
+    from tasks.families.multilabel.serving import MultiLabelModule
+    pre = BertPreprocessor(tokenizer, 16)
+    texts = tf.constant(LONG_TEXTS)
+    for pooling in ("mean", "max"):
+        model = windowed_classifier(tokenizer, 3, pooling)
+        logits = model(pre.windowed(texts, 4, 6))["logits"]
+        module = ClassifierModule(model, tokenizer, 16, ["a", "b", "c"],
+                                  windows=(4, 6, pooling))
+        out = module.signatures()["serving_default"](text_a=texts)
+        np.testing.assert_allclose(out["probabilities"].numpy(),
+                                   tf.nn.softmax(logits).numpy(), atol=1e-6)
+        assert out["label"].numpy().tolist() == [
+            "abc"[i].encode() for i in np.argmax(logits.numpy(), -1)]
+        labels = MultiLabelModule(model, tokenizer, 16, ["a", "b", "c"], [0.5] * 3,
+                                  windows=(4, 6, pooling))
+        multi = labels.signatures()["serving_default"](text_a=texts)
+        np.testing.assert_allclose(multi["probabilities"].numpy(),
+                                   tf.sigmoid(logits).numpy(), atol=1e-6)
+        one = pre(texts)
+        tokenized = module.signatures()["serve_tokenized"](**one)
+        np.testing.assert_allclose(tokenized["probabilities"].numpy(), tf.nn.softmax(
+            model.window_model()(one)["logits"]).numpy(), atol=1e-6)
+    score = windowed_classifier(tokenizer, 1, "mean")
+    module = ClassifierModule(score, tokenizer, 16, None, windows=(0, 6, "mean"))
+    np.testing.assert_allclose(
+        module.signatures()["serving_default"](text_a=texts)["score"].numpy(),
+        score(pre.windowed(texts, 0, 6))["score"].numpy(), atol=1e-6)
+
+
+@pytest.mark.slow
+def test_cli_windows_train_predict_export_and_refusals(tmp_path, minilm_dir, capsys):
+    """--max_windows: the run keeps its windows in glue_config.json, its predictions of
+    long texts are the Keras aggregate of their windows, the export answers the same, a
+    later run reads the trained windows unless told otherwise; windows with pairs, sort
+    or bucket batching or --jit_compile are refused with one line, writing nothing."""
+    import tensorflow as tf
+    from bert_tf.models.run_dir import load_task_model
+    from tests.testing import refused
+    rng = random.Random(0)
+    rows = [(" ".join(rng.choice(["report", "data", "of", "the", "with"]) for _ in range(40))
+             + (" excellent work ." if i % 2 else " terrible work ."), "pos" if i % 2 else
+             "neg") for i in range(24)]
+    with open(tmp_path / "train.csv", "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([("sentence", "label")] + rows)
+    config = tmp_path / "tiny_config.json"
+    config.write_text(json.dumps({"vocab_size": 30522, "hidden_size": 16,
+                                  "num_hidden_layers": 1, "num_attention_heads": 2,
+                                  "intermediate_size": 32, "max_position_embeddings": 32}))
+    out = tmp_path / "run"
+    common = ["--task_name", "custom", "--output_dir", str(out), "--max_seq_length", "16",
+              "--predict_batch_size", "4", "--test_file", str(tmp_path / "train.csv")]
+    train = ["--do_train", "--train_file", str(tmp_path / "train.csv"),
+             "--bert_config_file", str(config), "--vocab_file",
+             os.path.join(minilm_dir, "vocab.txt"), "--train_batch_size", "8",
+             "--num_train_epochs", "1", "--learning_rate", "1e-3"]
+    for flags, expect in (
+            (["--text_b_column", "label"], "sentence pairs are cut"),
+            (["--length_batching", "sort"], "use longest or off"),
+            (["--jit_compile"], "--jit_compile compiles fixed shapes")):
+        refused(glue_command.main, common + train + ["--max_windows", "3"] + flags, capsys,
+                [expect], tmp_path)
+    glue_command.main(common + train + ["--max_windows", "3", "--window_pooling", "max",
+                                        "--do_predict"])
+    saved = json.loads((out / "glue_config.json").read_text())
+    assert (saved["max_windows"], saved["doc_stride"], saved["window_pooling"]) == \
+        (3, 7, "max")
+    model, settings, tokenizer = load_task_model(str(out))
+    assert model.window_pooling == "max"
+    pre = BertPreprocessor(tokenizer, 16)
+    texts = tf.constant([text for text, _ in rows])
+    assert pre.windowed(texts, 3, 7)["token_ids"].shape[1] == 3
+    probs = np.loadtxt(out / "test_results.tsv", skiprows=1, usecols=(2, 3))
+    want = glue.softmax(model.predict_on_batch(pre.windowed(texts, 3, 7))["logits"])
+    np.testing.assert_allclose(probs, want, atol=2e-6)
+    from export.saved_model import main as export_main
+    export_main(["--task", "classification", "--checkpoint_dir", str(out),
+                 "--output_dir", str(tmp_path / "export")])
+    loaded = tf.saved_model.load(str(tmp_path / "export" / "1"))
+    served = loaded.signatures["serving_default"](text_a=texts)["probabilities"].numpy()
+    np.testing.assert_allclose(served, want, atol=2e-6)
+    # A later run reads the trained windows; --max_windows=1 reads the cut text instead.
+    glue_command.main(common + ["--do_predict"])
+    np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv", skiprows=1,
+                                          usecols=(2, 3)), probs, atol=1e-6)
+    glue_command.main(common + ["--do_predict", "--max_windows", "1"])
+    cut = np.loadtxt(out / "test_results.tsv", skiprows=1, usecols=(2, 3))
+    np.testing.assert_allclose(cut, glue.softmax(
+        model.window_model().predict_on_batch(pre(texts))["logits"]), atol=2e-6)
+
+
 # ----------------------------------------------------------------------------- CLI
 
 def test_cli_mnli_train_eval_predict_reload(tmp_path, minilm_dir):

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.text.packing import BertPacker, pair_lengths, truncate_seq_pair, truncate_seq_pair_random
+from bert_tf.text.packing import (BertPacker, pack_row, pair_lengths, truncate_seq_pair,
+                                  truncate_seq_pair_random)
 
 CLS, SEP, PAD = 101, 102, 0
 
@@ -213,3 +214,22 @@ def test_truncate_seq_pair_random_pinned():
     assert (a, b) == ([1, 2, 3, 4], [102, 103, 104])
     with pytest.raises(ValueError, match="cannot fit"):
         truncate_seq_pair_random([], [], -1, random.Random(0))
+
+
+def test_pack_row_is_the_packers_layout():
+    """pack_row (the NumPy packer of the features built in Python: NER, SQuAD,
+    extract_features) lays out rows that fit as BertPacker does in the graph and as
+    google's run_classifier does; a row that does not fit is refused."""
+    rng = random.Random(7)
+    packer = BertPacker(16, CLS, SEP, PAD)
+    for _ in range(200):
+        a, b = random_rows(rng, 1, 8)[0], rng.choice([None, [], *random_rows(rng, 1, 5)])
+        got = pack_row(a, b, 16, CLS, SEP, PAD)
+        graph = packer(tf.ragged.constant([a], tf.int32),
+                       None if b is None else tf.ragged.constant([b], tf.int32, ragged_rank=1))
+        for name, values in zip(("token_ids", "segment_ids", "padding_mask"),
+                                google_pack(a, b, 16)):
+            assert got[name].tolist() == values == graph[name][0].numpy().tolist()
+    assert pack_row([5, 6], [7], None, CLS, SEP)["token_ids"].tolist() == [CLS, 5, 6, SEP, 7, SEP]
+    with pytest.raises(ValueError, match="do not fit in 5"):
+        pack_row([5, 6, 7, 8], None, 5, CLS, SEP)

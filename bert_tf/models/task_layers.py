@@ -1,4 +1,5 @@
 """The layers of the task heads (bert_tf/models/task_models.py): multiple choice's flattening,
+the pooling of a long text's windows (and `pool_windows`, which serving shares),
 the feature-based recipe's frozen layers and their choices (the paper's section 5.3),
 SQuAD's span logits. Registered with Keras by class name, so `.keras` files name them
 the same wherever they are defined.
@@ -24,6 +25,74 @@ class FlattenChoices(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return (None, input_shape[-1])
+
+
+# How a text read in windows gets one answer from its windows' logits (classification,
+# multi-label): their mean, or their maximum.
+WINDOW_POOLINGS = ("mean", "max")
+
+
+def pool_windows(logits, window_mask, pooling="mean"):
+    """logits float [batch, windows, K], window_mask [batch, windows] (1: a window of the
+    text, 0: padding) -> [batch, K]: each text's mean (or max) over its windows (0 for a
+    row without any). The one definition: WindowPooling and the serving signatures call
+    it."""
+    mask = ops.cast(ops.greater(window_mask, 0), logits.dtype)[:, :, None]
+    if pooling == "mean":
+        return ops.sum(logits * mask, axis=1) / ops.maximum(ops.sum(mask, axis=1), 1.0)
+    if pooling == "max":
+        lowest = ops.full_like(logits, float("-inf"))
+        best = ops.max(ops.where(mask > 0, logits, lowest), axis=1)
+        return ops.where(ops.sum(mask, axis=1) > 0, best, ops.zeros_like(best))
+    raise ValueError(f"window pooling must be one of {', '.join(WINDOW_POOLINGS)}; got "
+                     f"{pooling!r}")
+
+
+def _window_rows(window_mask):
+    """int [real windows]: the rows of [batch * windows] that are a text's windows."""
+    return ops.where(ops.reshape(ops.greater(window_mask, 0), (-1,)))[0]
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class RealWindows(keras.layers.Layer):
+    """A batch of texts in windows, x [batch, windows, seq] and window_mask [batch,
+    windows] -> x's real windows [real windows, seq], in order: the padding windows of a
+    batch whose texts have unequal numbers of windows are not computed."""
+
+    def call(self, x, window_mask):
+        flat = ops.reshape(x, (-1, ops.shape(x)[-1]))
+        return ops.take(flat, _window_rows(window_mask), axis=0)
+
+    def compute_output_shape(self, x_shape, window_mask_shape):
+        return (None, x_shape[-1])
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class WindowPooling(keras.layers.Layer):
+    """A text read in windows: its real windows' logits [real windows, K] (RealWindows'
+    rows) and window_mask [batch, windows] -> the text's [batch, K]
+    (`pool_windows`)."""
+
+    def __init__(self, pooling="mean", **kwargs):
+        super().__init__(**kwargs)
+        if pooling not in WINDOW_POOLINGS:
+            raise ValueError(f"window pooling must be one of {', '.join(WINDOW_POOLINGS)}; "
+                             f"got {pooling!r}")
+        self.pooling = pooling
+
+    def call(self, logits, window_mask):
+        shape = ops.shape(window_mask)
+        k = ops.shape(logits)[-1]
+        rows = ops.expand_dims(_window_rows(window_mask), -1)
+        every = ops.scatter(rows, logits, (shape[0] * shape[1], k))     # padding: 0
+        return pool_windows(ops.reshape(every, (shape[0], shape[1], k)), window_mask,
+                            self.pooling)
+
+    def compute_output_shape(self, logits_shape, window_mask_shape):
+        return (window_mask_shape[0], logits_shape[-1])
+
+    def get_config(self):
+        return dict(super().get_config(), pooling=self.pooling)
 
 
 # The paper's feature-based choices (section 5.3, Table 7): which outputs of a frozen

@@ -1,6 +1,7 @@
 """Task models: a BertEncoder with a fine-tuning head, each a Keras model taking
-{"token_ids", "segment_ids", "padding_mask"} int32 [batch, seq] (multiple choice:
-[batch, choices, seq]) and returning float32 outputs by name:
+{"token_ids", "segment_ids", "padding_mask"} int32 [batch, seq] (multiple choice, and a
+classifier reading long texts in windows: [batch, choices or windows, seq]) and returning
+float32 outputs by name:
 
     BertClassifier        pooled [CLS] -> {"logits": [B, K]}, or {"score": [B]} (K = 1)
     BertMultipleChoice    each choice's pooled [CLS] -> {"logits": [B, C]}
@@ -21,6 +22,11 @@ hyperparameters and the head's arguments: `model.save("m.keras")` and
 Each task model declares its run directory (bert_tf/models/run_dir.py): its name (`TASK`), the
 settings TASK_config.json keeps (`settings`) and how it is rebuilt from them
 (`from_settings`); `@task_model` registers it in `TASK_MODELS` by that name.
+
+Why one file: the four models are one pattern (an encoder, a head from the shared
+helpers here, the run-directory declarations of `_TaskModel`), registered in one table;
+each is read beside the others it mirrors, and the classifier's window settings
+(`window_settings`) sit beside the `settings` that record them.
 """
 
 import keras
@@ -30,7 +36,8 @@ from bert_tf.models.encoder import INPUT_NAMES
 from bert_tf.models.layers import ScalarMix
 from bert_tf.models.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS, FEATURE_HEADS,
                                         FEATURE_LAYERS, FlattenChoices, FrozenLastLayers,
-                                        SpanLogits, encoder_config)
+                                        RealWindows, SpanLogits, WindowPooling,
+                                        encoder_config)
 
 
 def encoder_policy(encoder):
@@ -118,6 +125,13 @@ class _TaskModel(keras.Model):
         raise NotImplementedError
 
 
+def _classifier_outputs(x, num_classes):
+    """The head's float32 [B, K] -> {"logits": [B, K]}, or {"score": [B]} (K = 1)."""
+    if num_classes == 1:
+        return {"score": keras.layers.Reshape((), name="score")(x)}          # [B]
+    return {"logits": keras.layers.Identity(name="logits")(x)}               # [B, K]
+
+
 @task_model
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertClassifier(_TaskModel):
@@ -130,6 +144,11 @@ class BertClassifier(_TaskModel):
         dropout: the head's dropout rate; None = the encoder's hidden_dropout_prob.
         output_bias: the dense layer's initial bias. Regression runs pass the mean
             training score, so the first steps need not learn an offset (STS-B's ~2.5).
+        window_pooling: None (inputs [B, S], one sequence per text), or "mean" / "max":
+            inputs [B, W, S], each text's windows (BertPreprocessor.windowed; padding
+            windows have padding_mask 0 throughout), every window through the encoder
+            and head, and the text's logits (score) the mean / max of its windows'
+            (task_layers.pool_windows). `window_model()` is the model of one window.
 
     Example:
         >>> import bert_tf
@@ -141,46 +160,75 @@ class BertClassifier(_TaskModel):
         >>> model({"token_ids": ids, "segment_ids": np.zeros_like(ids),
         ...        "padding_mask": np.ones_like(ids)})["logits"].shape
         TensorShape([1, 3])
+        >>> windowed = bert_tf.BertClassifier(encoder, num_classes=3, window_pooling="mean")
+        >>> windows = ids[:, None, :].repeat(2, axis=1)             # [batch, windows, seq]
+        >>> windowed({"token_ids": windows, "segment_ids": np.zeros_like(windows),
+        ...           "padding_mask": np.ones_like(windows)})["logits"].shape
+        TensorShape([1, 3])
     """
 
-    ARGS = ("num_classes", "dropout", "output_bias")
+    ARGS = ("num_classes", "dropout", "output_bias", "window_pooling")
 
     def __init__(self, encoder, num_classes, dropout=None, output_bias=0.0,
-                 name="classifier", **kwargs):
+                 window_pooling=None, name="classifier", **kwargs):
         if num_classes < 1:
             raise ValueError(f"num_classes must be >= 1, got {num_classes}")
-        inputs = _inputs()
-        pooled = encoder(inputs)["pooled_output"]                              # [B, H]
+        inputs = _inputs((None, None) if window_pooling else (None,))
+        flat = inputs
+        if window_pooling:
+            # A window is the text's when its [CLS] is real; only those are computed.
+            window_mask = inputs["padding_mask"][:, :, 0]                     # [B, W]
+            real = RealWindows(name="real_windows")
+            flat = {name: real(x, window_mask) for name, x in inputs.items()}  # [R, S]
+        pooled = encoder(flat)["pooled_output"]                                # [B, H]
         x = keras.layers.Dropout(_dropout_rate(encoder, dropout), name="head_dropout")(pooled)
         x = _dense(num_classes, encoder, "classifier",
                    bias_initializer=keras.initializers.Constant(output_bias))(x)  # [B, K]
         x = keras.layers.Activation("linear", dtype="float32", name="float32_output")(x)
-        if num_classes == 1:
-            outputs = {"score": keras.layers.Reshape((), name="score")(x)}    # [B]
-        else:
-            outputs = {"logits": keras.layers.Identity(name="logits")(x)}     # [B, K]
-        super().__init__(inputs, outputs, name=name, **kwargs)
+        if window_pooling:
+            x = WindowPooling(window_pooling, name="window_pooling")(x, window_mask)  # [B, K]
+        super().__init__(inputs, _classifier_outputs(x, num_classes), name=name, **kwargs)
         self._finish(encoder, dict(num_classes=num_classes, dropout=dropout,
-                                   output_bias=float(output_bias)))
+                                   output_bias=float(output_bias),
+                                   window_pooling=window_pooling))
+
+    def window_model(self):
+        """The model of one window (inputs [B, S] -> that window's logits or score),
+        sharing this model's layers: a windowed model's serving runs its windows through
+        it and pools them with task_layers.pool_windows. The model itself when it reads
+        no windows."""
+        if not self.window_pooling:
+            return self
+        inputs = _inputs()
+        x = self.encoder(inputs)["pooled_output"]
+        for name in ("head_dropout", "classifier", "float32_output"):
+            x = self.get_layer(name)(x)
+        return keras.Model(inputs, _classifier_outputs(x, self.num_classes),
+                           name=f"{self.name}_window")
 
     TASK = "glue"
 
     @classmethod
     def settings(cls, labels, max_seq_length, do_lower_case=True, text_inputs=("text_a",),
-                 task_name="custom", dropout=None, **extra):
+                 task_name="custom", dropout=None, max_windows=1, doc_stride=None,
+                 window_pooling="mean", **extra):
         """glue_config.json: labels in class-id order (None: regression, one output),
         text_inputs ("text_a", or "text_a" and "text_b" for pairs), the GLUE task name
-        ("custom" for the user's data) and anything `extra` (custom data's columns)."""
+        ("custom" for the user's data), how a long text is read (`window_settings`) and
+        anything `extra` (custom data's columns)."""
         regression = labels is None
         return dict(task=cls.TASK, task_name=task_name,
                     labels=None if regression else list(labels),
                     regression=regression, num_classes=1 if regression else len(labels),
                     text_inputs=list(text_inputs), max_seq_length=int(max_seq_length),
-                    do_lower_case=bool(do_lower_case), dropout=dropout, **extra)
+                    do_lower_case=bool(do_lower_case), dropout=dropout,
+                    **window_settings(max_windows, doc_stride, window_pooling,
+                                      len(text_inputs)), **extra)
 
     @classmethod
     def from_settings(cls, encoder, settings):
-        return cls(encoder, settings["num_classes"], settings.get("dropout"))
+        return cls(encoder, settings["num_classes"], settings.get("dropout"),
+                   window_pooling=window_pooling(settings))
 
     def run_settings(self, max_seq_length, do_lower_case=True, labels=None, **settings):
         if (labels is None) != (self.num_classes == 1) or \
@@ -189,6 +237,43 @@ class BertClassifier(_TaskModel):
                              f"None for regression), got {labels!r}")
         return self.settings(labels, max_seq_length, do_lower_case, dropout=self.dropout,
                              **settings)
+
+
+def window_settings(max_windows=1, doc_stride=None, window_pooling="mean", text_inputs=1):
+    """How a classifier's run reads a text longer than max_seq_length - 2 pieces, as its
+    TASK_config.json keeps it (a file without these keys: max_windows 1):
+
+        max_windows     1: the text is cut there (google's run_classifier); n > 1: read in
+                        up to n windows (0: as many as it takes), BertPreprocessor.windows
+        doc_stride      pieces between the starts of two windows (None: consecutive)
+        window_pooling  "mean" or "max" of the windows' logits (task_layers.pool_windows)
+
+    Sentence pairs are cut (google's longest-first rule): their max_windows is 1."""
+    from bert_tf.models.task_layers import WINDOW_POOLINGS
+    if int(max_windows) < 0:
+        raise ValueError(f"max_windows: expected 0 (no limit) or more, got {max_windows!r}")
+    if doc_stride is not None and int(doc_stride) < 1:
+        raise ValueError(f"doc_stride: expected a positive number of pieces, got "
+                         f"{doc_stride!r}")
+    if window_pooling not in WINDOW_POOLINGS:
+        raise ValueError(f"window_pooling: expected one of {', '.join(WINDOW_POOLINGS)}, "
+                         f"got {window_pooling!r}")
+    if int(max_windows) != 1 and text_inputs != 1:
+        raise ValueError(f"max_windows={max_windows}: windows read one text; sentence pairs "
+                         f"are cut by google's longest-first rule (max_windows 1)")
+    return dict(max_windows=int(max_windows),
+                doc_stride=None if doc_stride is None else int(doc_stride),
+                window_pooling=str(window_pooling))
+
+
+def reads_windows(settings):
+    """Whether a run's settings (TASK_config dict) read long texts in windows."""
+    return settings.get("max_windows", 1) != 1
+
+
+def window_pooling(settings):
+    """BertClassifier's window_pooling for a run's settings: None when it cuts texts."""
+    return settings["window_pooling"] if reads_windows(settings) else None
 
 
 @task_model

@@ -15,8 +15,14 @@ Two truncation rules, as in google-research/bert:
 
 The three outputs are named as everywhere in the project (`bert_tf.base.input_names`):
 `token_ids`, `segment_ids`, `padding_mask` (int32, 1 for real tokens).
+
+`BertPacker` packs in the graph (fine-tuning's tf.data pipelines, every export);
+`pack_row` is its NumPy twin for segments already cut to fit, for the features built
+in Python (NER's and SQuAD's windows, extract_features): the one layout, held equal to
+the graph's by tests/test_packing.py.
 """
 
+import numpy as np
 import tensorflow as tf
 
 from bert_tf.base.input_names import PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
@@ -152,6 +158,32 @@ class BertPacker(tf.Module):
         return {TOKEN_IDS: tf.where(real, tokens, self.pad_id),
                 SEGMENT_IDS: tf.cast(real & (col >= ka + 2), tf.int32),
                 PADDING_MASK: tf.cast(real, tf.int32)}
+
+
+def pack_row(ids_a, ids_b=None, seq_length=None, cls_id=None, sep_id=None, pad_id=0):
+    """One row as BertPacker packs it, in NumPy, for ids that fit: [CLS] A [SEP] (B [SEP];
+    a B of no ids is no segment, as google's) -> {token_ids, segment_ids, padding_mask}:
+    int32 [seq_length] (None: as long as the row). A and B's positions are 1 and
+    len(A) + 2. ValueError when the row is longer than seq_length."""
+    ids_a = np.asarray(ids_a, np.int32).reshape(-1)
+    ids_b = None if ids_b is None or len(ids_b) == 0 else \
+        np.asarray(ids_b, np.int32).reshape(-1)
+    n = len(ids_a) + 2 + (0 if ids_b is None else len(ids_b) + 1)
+    seq_length = n if seq_length is None else int(seq_length)
+    if n > seq_length:
+        raise ValueError(f"pack_row: {n} ids with [CLS] and [SEP] do not fit in "
+                         f"{seq_length}")
+    token_ids = np.full(seq_length, pad_id, np.int32)
+    segment_ids = np.zeros(seq_length, np.int32)
+    token_ids[0], token_ids[1:len(ids_a) + 1] = cls_id, ids_a
+    token_ids[len(ids_a) + 1] = sep_id
+    if ids_b is not None:
+        token_ids[len(ids_a) + 2:n - 1] = ids_b
+        token_ids[n - 1] = sep_id
+        segment_ids[len(ids_a) + 2:n] = 1
+    padding_mask = np.zeros(seq_length, np.int32)
+    padding_mask[:n] = 1
+    return {TOKEN_IDS: token_ids, SEGMENT_IDS: segment_ids, PADDING_MASK: padding_mask}
 
 
 def pair_lengths(len_a, len_b, budget):

@@ -7,6 +7,14 @@ so a served model sees exactly the inputs it was trained on.
     inputs = preprocessor(text_a, text_b)          # sentence pairs
     # {token_ids, segment_ids, padding_mask}: int32 [batch, seq_length]
     inputs = preprocessor.choices(first, second)   # [batch], [batch, C] -> [batch, C, seq]
+    inputs, splits = preprocessor.windows(text, max_windows=0, stride=63)
+                                                   # [windows, seq], text i's: splits[i:i+2]
+    inputs = preprocessor.windowed(text, max_windows=4, stride=63)   # [batch, windows, seq]
+
+A text longer than seq_length - 2 pieces is cut there by `__call__`; `windows` reads it
+instead in overlapping windows of seq_length - 2 pieces, `stride` pieces apart
+(bert_tf/text/windows.py's rule for units of one piece, SQuAD's), each packed as a text
+of its own.
 
 It is the tokenizer (google's FullTokenizer ids, bert_tf/text/tokenization.py) followed by the
 packer (google's fine-tuning truncation, bert_tf/text/packing.py). A tf.Module, so a
@@ -52,3 +60,36 @@ class BertPreprocessor(tf.Module):
         c = second.shape[1] or tf.shape(second)[1]      # static where it is known
         packed = self.pack(tf.repeat(first, c), tf.reshape(second, [-1]))  # [batch * C, seq]
         return {k: tf.reshape(v, [-1, c, self.seq_length]) for k, v in packed.items()}
+
+    @tf.autograph.experimental.do_not_convert
+    def windows(self, text, max_windows=0, stride=None):
+        """Single texts [batch] -> (features int32 [windows, seq_length], row_splits int64
+        [batch + 1]): text i's windows are rows splits[i]:splits[i + 1]. Its pieces are
+        read in windows of seq_length - 2 pieces, the k-th starting k * stride pieces in
+        (stride None or more than a window: consecutive parts), until one reaches the
+        last piece or max_windows are made (0: no limit; 1 is `__call__`'s cut). A text
+        of no pieces is one window, [CLS] [SEP]."""
+        room = self.seq_length - 2
+        stride = room if stride is None else min(int(stride), room)
+        if stride < 1 or max_windows < 0:
+            raise ValueError(f"windows: stride must be >= 1 and max_windows >= 0, got "
+                             f"{stride} and {max_windows}")
+        pieces = self.tokenizer(text).with_row_splits_dtype(tf.int64)   # [batch, (n)]
+        n = pieces.row_lengths()
+        count = 1 + tf.maximum(tf.constant(0, tf.int64), (n - room + stride - 1) // stride)
+        if max_windows:
+            count = tf.minimum(count, max_windows)
+        starts = tf.ragged.range(count) * stride                        # [batch, (windows)]
+        first = starts.flat_values + tf.gather(pieces.row_splits, starts.value_rowids())
+        last = tf.minimum(first + room, tf.gather(pieces.row_splits[1:],
+                                                  starts.value_rowids()))
+        window_pieces = tf.gather(pieces.flat_values, tf.ragged.range(first, last))
+        return self.packer(window_pieces), starts.row_splits
+
+    @tf.autograph.experimental.do_not_convert
+    def windowed(self, text, max_windows=0, stride=None):
+        """`windows` as int32 [batch, windows, seq_length]: each text's windows, then
+        rows of padding (padding_mask 0 throughout) up to the batch's most windows."""
+        features, splits = self.windows(text, max_windows, stride)
+        return {k: tf.RaggedTensor.from_row_splits(v, splits, validate=False).to_tensor()
+                for k, v in features.items()}

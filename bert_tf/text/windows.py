@@ -17,6 +17,13 @@ them equal to these.
 import numpy as np
 
 
+def default_doc_stride(max_seq_length):
+    """A training run's doc_stride unless given (NER, classification): half a window's
+    pieces, so that every unit of a long text is read where it has a quarter window of
+    context on each side (or the text's end)."""
+    return max(1, (max_seq_length - 2) // 2)
+
+
 def windows(lengths, room, stride=None):
     """lengths: pieces of each unit (each at most `room`) -> list of (first, end) unit
     indices, end exclusive; one (0, 0) window for no units."""

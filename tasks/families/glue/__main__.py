@@ -11,7 +11,7 @@ run writes.
         --test_file=test.jsonl --text_a_column=review --label_column=stars ...
 """
 
-from tasks import common
+from tasks import common, text_inputs
 from tasks.families.glue.task import TASK_NAMES, ClassificationConfig, ClassificationTask
 
 # Help texts in --help's order; defaults and types are ClassificationConfig's fields.
@@ -38,6 +38,7 @@ FLAGS = {
     "bad_rows": dict(choices=("skip", "error"), help=(
         "skip: count bad rows (malformed, empty text, unknown label) and report them; "
         "error: stop at the first with its file and line")),
+    **text_inputs.FLAGS,
     **common.JIT_COMPILE_FLAG,
 }
 

@@ -38,11 +38,10 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.text import batching
-from bert_tf.models.task_models import BertClassifier, loss_scaled
+from bert_tf.models.task_models import BertClassifier, loss_scaled, window_pooling
 from bert_tf.base.files import atomic_write
 from bert_tf.text.preprocessor import BertPreprocessor
-from tasks import driver, metrics
+from tasks import driver, metrics, text_inputs
 from tasks.task import Task, family
 # The readers, as tasks.families.glue.<name> too (Example: what they return).
 from tasks.families.glue.data import (GLUE_TASKS, TASK_NAMES, DataError,  # noqa: F401
@@ -69,50 +68,19 @@ def encode_labels(examples, labels):
 
 def make_dataset(examples, preprocessor, batch_size, pair, label_ids=None,
                  training=False, seed=0, output_name="logits", length_batching="off",
-                 repeat=True):
-    """tf.data of (inputs, label[, weight]) batches, tokenized in the pipeline.
-
-    training: shuffled, repeated, full batches of (inputs, label).
-    otherwise: in order, padded with empty examples of weight 0 to whole batches, as
-    google's run_classifier pads for TPUs: every batch has one shape, so a jit-compiled
-    model compiles once; yields (inputs, label, weight) and the padded tail is sliced
-    off predictions (`predict_outputs`). Labels are keyed by the model's output_name
-    ("logits", or "score" for regression). length_batching: a bert_tf.text.batching mode.
-    repeat=False (training): one pass, each example exactly once (length buckets flush
-    their last, smaller batches at the end).
-    """
-    n = len(examples)
-    labels = np.zeros(n, np.int32) if label_ids is None else np.asarray(label_ids)
-    texts_a = [e.text_a for e in examples]
-    texts_b = [e.text_b or "" for e in examples] if pair else None
-    weights = np.ones(n, np.float32)
-    if not training:
-        pad = -n % batch_size
-        # Keras averages a loss over batch slots, padding included; weighting the real
-        # examples by slots / n makes its val_loss the mean over real examples. (The
-        # count-based metrics are ratios, unchanged by a common factor.)
-        weights *= (n + pad) / n
-        texts_a += [""] * pad
-        texts_b = texts_b + [""] * pad if pair else None
-        labels = np.concatenate([labels, np.zeros(pad, labels.dtype)])
-        weights = np.concatenate([weights, np.zeros(pad, np.float32)])
-    texts = {"text_a": tf.constant(texts_a, tf.string)}
-    if pair:
-        texts["text_b"] = tf.constant(texts_b, tf.string)
-    ds = tf.data.Dataset.from_tensor_slices((texts, labels, weights))
-    if training:
-        ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
-        ds = ds.repeat() if repeat else ds
-    ds = ds.batch(batch_size, drop_remainder=repeat)
-
-    def pack(texts, label, weight):
-        inputs = preprocessor(texts["text_a"], texts.get("text_b"))
-        label = {output_name: label}
-        return (inputs, label) if training else (inputs, label, {output_name: weight})
-    ds = ds.map(pack, num_parallel_calls=tf.data.AUTOTUNE)
-    ds = batching.rebatch(ds, batch_size, length_batching, preprocessor.packer.seq_length,
-                          drop_remainder=repeat, seed=seed)
-    return batching.finish(ds)
+                 repeat=True, config=None):
+    """tf.data of (inputs, label[, weight]) batches, tokenized in the pipeline
+    (tasks/text_inputs.py's `dataset`: training shuffled and repeated; otherwise in order,
+    padded to whole batches with weight-0 examples). Labels are keyed by the model's
+    output_name ("logits", or "score" for regression). config: a run's config, whose
+    window fields say how a long text is read (None: cut, as google's)."""
+    labels = np.zeros(len(examples), np.int32) if label_ids is None else label_ids
+    return text_inputs.dataset(
+        [e.text_a for e in examples], [e.text_b or "" for e in examples] if pair else None,
+        labels, lambda a, b: text_inputs.preprocess(preprocessor, config, a, b)
+        if config is not None else preprocessor(a, b), batch_size,
+        preprocessor.packer.seq_length, output_name, training, seed, length_batching,
+        repeat)
 
 
 # ----------------------------------------------------------------------------- model
@@ -215,8 +183,9 @@ CUSTOM_COLUMNS = {"text_a_column": "sentence", "text_b_column": None,
 
 
 @dataclasses.dataclass(frozen=True)
-class ClassificationConfig(driver.FineTuneConfig):
-    """FineTuneConfig + where the data is (a GLUE task, or --task_name=custom files)."""
+class ClassificationConfig(text_inputs.WindowConfig):
+    """FineTuneConfig + where the data is (a GLUE task, or --task_name=custom files) + how
+    a long text is read (tasks/text_inputs.py)."""
     task_name: str = "custom"
     data_dir: str = None
     tfds_data_dir: str = None
@@ -253,6 +222,8 @@ class ClassificationTask(Task):
             raise ValueError(f"--task_name={config.task_name} needs --data_dir (GLUE TSV "
                              f"files) or --tfds_data_dir (prepared tfds "
                              f"glue/{config.task_name})")
+        if config.do_train:        # a later run's pairs are the trained run's (restore)
+            text_inputs.check(config, self.text_segments(config) == 2)
 
     def _columns(self, config, saved=None):
         """Custom column flags not given: the trained run's (saved), else the defaults."""
@@ -284,11 +255,12 @@ class ClassificationTask(Task):
                              f"{'sentence-pair' if pair else 'single-sentence'} model; "
                              f"--text_b_column must {'name' if pair else 'not name'} a "
                              f"second text column")
+        text_inputs.check(config, pair)
         self._reader(config, saved["labels"], saved["regression"], pair)
-        return config
+        return text_inputs.restored_config(config, saved)
 
     def training_config(self, config):
-        return self._columns(config)
+        return text_inputs.training_config(self._columns(config))
 
     def text_segments(self, config):
         task = GLUE_TASKS.get(config.task_name)
@@ -357,7 +329,7 @@ class ClassificationTask(Task):
         return BertClassifier.settings(
             None if self.regression else self.labels, config.max_seq_length,
             config.do_lower_case, ("text_a", "text_b") if self.pair else ("text_a",),
-            config.task_name, **extra)
+            config.task_name, **text_inputs.settings(config, 2 if self.pair else 1), **extra)
 
     def read_eval(self, config, settings, tokenizer):
         self.preprocessor = BertPreprocessor(tokenizer, config.max_seq_length)
@@ -371,7 +343,9 @@ class ClassificationTask(Task):
         # Regression starts from the mean training score (see BertClassifier).
         bias = float(np.mean([e.label for e in train])) if self.regression and train \
             else 0.0
-        return BertClassifier(encoder, settings["num_classes"], output_bias=bias)
+        settings = text_inputs.config_settings(config, settings)
+        return BertClassifier(encoder, settings["num_classes"], output_bias=bias,
+                              window_pooling=window_pooling(settings))
 
     def monitor(self, settings):
         return monitored_metric(settings["task_name"], settings["regression"],
@@ -390,7 +364,7 @@ class ClassificationTask(Task):
             encode_labels(examples, self.labels) if with_labels else None,
             training=training, seed=config.seed,
             output_name="score" if self.regression else "logits",
-            length_batching=driver.length_batching(config, training))
+            length_batching=driver.length_batching(config, training), config=config)
 
     def evaluate(self, model, evaluation, config, settings):
         results = {}

@@ -1,7 +1,7 @@
 """`python -m tasks.families.multilabel`: fine-tune, evaluate and predict multi-label
 classification of texts or text pairs (tasks/families/multilabel/__init__.py)."""
 
-from tasks import common
+from tasks import common, text_inputs
 from tasks.families.multilabel.task import MultiLabelConfig, MultiLabelTask
 
 # Help texts in --help's order; defaults and types are MultiLabelConfig's fields.
@@ -21,6 +21,7 @@ FLAGS = {
                             "0-based indices)"),
     "allow_empty_labels": dict(help="a row may have no label (false: such a row is an "
                                     "error)"),
+    **text_inputs.FLAGS,
     **common.JIT_COMPILE_FLAG,
 }
 

@@ -11,11 +11,10 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.text import batching
 from bert_tf.base.files import atomic_write, write_json
 from bert_tf.text.preprocessor import BertPreprocessor
 from bert_tf.models.task_models import BertClassifier, loss_scaled
-from tasks import driver
+from tasks import driver, text_inputs
 from tasks.families.multilabel import data
 from tasks.families.multilabel.metrics import choose_thresholds, multilabel_metrics
 from tasks.families.multilabel.serving import MultiLabelModule
@@ -24,8 +23,9 @@ from tasks.task import Task, family
 
 
 @dataclasses.dataclass(frozen=True)
-class MultiLabelConfig(driver.FineTuneConfig):
-    """FineTuneConfig + the files, their columns and the labels."""
+class MultiLabelConfig(text_inputs.WindowConfig):
+    """FineTuneConfig + how a long text is read (tasks/text_inputs.py) + the files, their
+    columns and the labels."""
     train_file: str = None
     dev_file: str = None
     test_file: str = None
@@ -59,6 +59,8 @@ class MultiLabelTask(Task):
                 raise ValueError(f"--{flag} needs --{name}")
         if not config.label_delimiter:
             raise ValueError("--label_delimiter must not be empty")
+        if config.do_train:        # a later run's pairs are the trained run's (restore)
+            text_inputs.check(config, config.text_b_column is not None)
 
     def restore(self, config, saved):
         config = super().restore(config, saved)
@@ -73,8 +75,13 @@ class MultiLabelTask(Task):
                              f"{'sentence-pair' if pair else 'single-text'} model; "
                              f"--text_b_column must {'name' if pair else 'not name'} a "
                              f"second text column")
+        text_inputs.check(config, pair)
         self.labels = saved["labels"]
-        return config.replace(label_delimiter=saved["label_delimiter"])
+        return text_inputs.restored_config(
+            config.replace(label_delimiter=saved["label_delimiter"]), saved)
+
+    def training_config(self, config):
+        return text_inputs.training_config(config)
 
     def text_segments(self, config):
         return 2 if config.text_b_column is not None else 1
@@ -106,14 +113,16 @@ class MultiLabelTask(Task):
                     text_inputs=["text_a", "text_b"] if config.text_b_column else ["text_a"],
                     label_delimiter=config.label_delimiter,
                     max_seq_length=int(config.max_seq_length),
-                    do_lower_case=bool(config.do_lower_case), dropout=None)
+                    do_lower_case=bool(config.do_lower_case), dropout=None,
+                    **text_inputs.settings(config, 2 if config.text_b_column else 1))
 
     def read_eval(self, config, settings, tokenizer):
         self.preprocessor = BertPreprocessor(tokenizer, config.max_seq_length)
         return self.read(config, config.dev_file) if config.do_eval else None
 
     def build_model(self, encoder, config, settings, train=None):
-        return BertClassifier.from_settings(encoder, settings)
+        return BertClassifier.from_settings(encoder,
+                                            text_inputs.config_settings(config, settings))
 
     def compile(self, model, optimizer, config, jit_compile):
         import keras
@@ -123,38 +132,15 @@ class MultiLabelTask(Task):
 
     def dataset(self, examples, config, settings, training, batch_size=None):
         """tf.data of (inputs, {"logits": multi-hot [B, K]}[, weights]) batches, tokenized
-        in the pipeline; evaluation padded to whole batches with weight-0 rows."""
-        batch_size = batch_size or driver.batch_size(config, training)
-        n = len(examples)
-        targets = data.multi_hot(examples, self.labels)
-        texts_a = [e.text_a for e in examples]
-        texts_b = [e.text_b for e in examples] if config.text_b_column else None
-        weights = np.ones(n, np.float32)
-        if not training:
-            pad = -n % batch_size
-            weights *= (n + pad) / n          # val_loss: the mean over real examples
-            texts_a += [""] * pad
-            texts_b = texts_b + [""] * pad if texts_b is not None else None
-            targets = np.concatenate([targets, np.zeros((pad, len(self.labels)),
-                                                        np.float32)])
-            weights = np.concatenate([weights, np.zeros(pad, np.float32)])
-        texts = {"text_a": tf.constant(texts_a, tf.string)}
-        if texts_b is not None:
-            texts["text_b"] = tf.constant(texts_b, tf.string)
-        ds = tf.data.Dataset.from_tensor_slices((texts, targets, weights))
-        if training:
-            ds = ds.shuffle(n, seed=config.seed, reshuffle_each_iteration=True).repeat()
-        ds = ds.batch(batch_size, drop_remainder=training)
-
-        def pack(texts, target, weight):
-            inputs = self.preprocessor(texts["text_a"], texts.get("text_b"))
-            target = {"logits": target}
-            return (inputs, target) if training else (inputs, target, {"logits": weight})
-        ds = ds.map(pack, num_parallel_calls=tf.data.AUTOTUNE)
-        mode = driver.length_batching(config, training)
-        ds = batching.rebatch(ds, batch_size, mode, config.max_seq_length,
-                              drop_remainder=training, seed=config.seed)
-        return batching.finish(ds)
+        in the pipeline (tasks/text_inputs.py); evaluation padded to whole batches with
+        weight-0 rows."""
+        return text_inputs.dataset(
+            [e.text_a for e in examples],
+            [e.text_b for e in examples] if config.text_b_column else None,
+            data.multi_hot(examples, self.labels),
+            lambda a, b: text_inputs.preprocess(self.preprocessor, config, a, b),
+            batch_size or driver.batch_size(config, training), config.max_seq_length,
+            "logits", training, config.seed, driver.length_batching(config, training))
 
     def probabilities(self, model, examples, config, settings, batch_size=None):
         outputs = predict_outputs(model, self.dataset(examples, config, settings, False,

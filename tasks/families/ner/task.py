@@ -66,7 +66,9 @@ from bert_tf.models.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNI
                                         FEATURE_LAYERS)
 from bert_tf.models.task_models import BertTokenClassifier, loss_scaled
 from bert_tf.text import conlleval
-from bert_tf.text.windows import max_context, windows  # noqa: F401  (as ner.<name> too)
+from bert_tf.text.packing import pack_row
+from bert_tf.text.windows import (default_doc_stride, max_context,  # noqa: F401
+                                  windows)           # (as ner.<name> too)
 from tasks import driver, frozen_features
 from tasks.task import Task, family
 # The reader, as tasks.families.ner.<name> too.
@@ -79,13 +81,6 @@ IGNORE = -1      # label id of positions outside the loss: non-first pieces, spe
 
 
 # ----------------------------------------------------------------------------- features
-
-def default_doc_stride(max_seq_length):
-    """A training run's doc_stride unless given: half a window's pieces, so that every
-    unit of a long sentence is read where it has a quarter window of context on each side
-    (or the sentence's end)."""
-    return max(1, (max_seq_length - 2) // 2)
-
 
 def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_id,
                     unk_id, pad_id=0, doc_stride=None):
@@ -130,13 +125,12 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
         if len(spans) > 1:
             report["sentence_split"] += 1
         for k, (first, end) in enumerate(spans):
-            token_ids = np.full(max_seq_length, pad_id, np.int32)
+            packed = pack_row([i for w in range(first, end) for i in pieces[w]], None,
+                              max_seq_length, cls_id, sep_id, pad_id)
             labels_row = np.full(max_seq_length, IGNORE, np.int32)
             words_row = np.full(max_seq_length, -1, np.int32)
-            token_ids[0] = cls_id
-            position = 1
+            position = 1                                  # [CLS] first
             for w in range(first, end):
-                token_ids[position:position + len(pieces[w])] = pieces[w]
                 if read_from[w] == k:
                     words_row[position] = w
                 if sentence.unit_tags is not None:
@@ -146,13 +140,8 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
                     elif read_from[w] == k:                     # counted once
                         report["unknown_label"] += 1
                 position += len(pieces[w])
-            token_ids[position] = sep_id
-            mask = np.zeros(max_seq_length, np.int32)
-            mask[:position + 1] = 1
-            for key, value in (("token_ids", token_ids),
-                               ("segment_ids", np.zeros(max_seq_length, np.int32)),
-                               ("padding_mask", mask), ("label_ids", labels_row),
-                               ("word_index", words_row), ("sentence_index", s)):
+            for key, value in dict(packed, label_ids=labels_row, word_index=words_row,
+                                   sentence_index=s).items():
                 rows[key].append(value)
     features = {k: np.asarray(v, np.int32) for k, v in rows.items()}
     report["sentences"] = len(sentences)

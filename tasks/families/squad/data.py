@@ -21,6 +21,7 @@ import json
 import numpy as np
 
 from bert_tf.base.files import read_text
+from bert_tf.text.packing import pack_row
 from bert_tf.text.words import SQUAD_WHITESPACE
 from tasks.families.squad import postprocess as squad_postprocess
 
@@ -264,14 +265,8 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
             report["split_into_windows"] += 1
         for w, (start, length) in enumerate(spans):
             doc_offset = len(query) + 2                    # [CLS] query [SEP]
-            n = doc_offset + length + 1
-            token_ids = np.full(max_seq_length, pad_id, np.int32)
-            token_ids[:n] = [cls_id] + query + [sep_id] + \
-                doc.ids[start:start + length].tolist() + [sep_id]
-            segment_ids = np.zeros(max_seq_length, np.int32)
-            segment_ids[doc_offset:n] = 1
-            mask = np.zeros(max_seq_length, np.int32)
-            mask[:n] = 1
+            packed = pack_row(query, doc.ids[start:start + length], max_seq_length,
+                              cls_id, sep_id, pad_id)
             offsets = np.full((max_seq_length, 2), -1, np.int32)
             offsets[doc_offset:doc_offset + length] = doc.offsets[start:start + length]
             max_context = np.zeros(max_seq_length, bool)
@@ -280,10 +275,9 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
             s_pos = e_pos = 0
             if answer is not None and start <= answer[0] and answer[1] < start + length:
                 s_pos, e_pos = answer[0] - start + doc_offset, answer[1] - start + doc_offset
-            for key, value in (("token_ids", token_ids), ("segment_ids", segment_ids),
-                               ("padding_mask", mask), ("start_positions", s_pos),
-                               ("end_positions", e_pos), ("offsets", offsets),
-                               ("max_context", max_context), ("example_index", e)):
+            for key, value in dict(packed, start_positions=s_pos, end_positions=e_pos,
+                                   offsets=offsets, max_context=max_context,
+                                   example_index=e).items():
                 rows[key].append(value)
     if not rows:
         raise ValueError("no features: every example was skipped (see the report)")

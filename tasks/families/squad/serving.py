@@ -115,22 +115,15 @@ class SquadModule(ServingModule):
         doc_offset = q_len + 2                                             # [CLS] q [SEP]
         length = window_length[:, None]
         in_doc = (col >= doc_offset) & (col < doc_offset + length)         # [N, seq]
-        end = doc_offset + length + 1
         piece = tf.gather(doc_splits, example)[:, None] + window_start[:, None] + \
             col - doc_offset                                               # [N, seq] global
         piece = tf.where(in_doc, piece, 0)
-        query_dense = tf.gather(query.to_tensor(
-            default_value=t.pad_id, shape=[None, self.max_query_length]), example)
-        query_tokens = tf.gather(query_dense, tf.clip_by_value(
-            col - 1, 0, self.max_query_length - 1) + tf.zeros_like(piece), batch_dims=1)
-        doc_tokens = _gather_or(pieces.flat_values, piece, in_doc, t.pad_id)
-        tokens = tf.where(in_doc, doc_tokens, t.pad_id)
-        tokens = tf.where((col >= 1) & (col <= q_len), query_tokens, tokens)
-        tokens = tf.where((col == q_len + 1) | (col == end - 1), t.sep_id, tokens)
-        tokens = tf.where(col == 0, t.cls_id, tokens)
-        features = {"token_ids": tokens,
-                    "segment_ids": tf.cast((col >= doc_offset) & (col < end), tf.int32),
-                    "padding_mask": tf.cast(col < end, tf.int32)}
+        # [CLS] question [SEP] window [SEP], packed by the packer every export runs (the
+        # window fits: max_doc leaves the question its room).
+        window_pieces = tf.gather(pieces.flat_values, tf.ragged.range(
+            tf.gather(doc_splits, example) + window_start,
+            tf.gather(doc_splits, example) + window_start + window_length))
+        features = self.packer(tf.gather(query, example), window_pieces)
 
         # Max context (postprocess.max_context_window), scores in float64 as
         # numpy computes them; the first window wins ties.
