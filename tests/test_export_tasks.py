@@ -1080,3 +1080,214 @@ def test_c_api_client_loads_and_answers_like_python(all_exports, classifier_runs
         "_fast_bert_normalizer.so", "_fast_wordpiece_tokenizer.so")]
     replies = run_c_client((binary, two), exports["ner"], warmup)
     assert len(replies) == 3 and all(isinstance(out, dict) for _, out in replies)
+
+
+# ----------------------------------------------------------------------------- batch_predict
+
+BEAM_WORKERS = ["--runner=DirectRunner", "--direct_running_mode=multi_processing",
+                "--direct_num_workers=2"]
+
+
+def batch_input(name, folder):
+    """An input file of export `name`'s rows (c_requests' real rows) in the format its
+    inputs take (.txt for one text, .csv for a pair or SWAG's endings, .jsonl for SQuAD),
+    with one bad line of that format; returns (path, rows, the bad line's number)."""
+    import csv
+    real = c_requests(name.split("-")[0])[0]
+    names = sorted(real)
+    rows = [{k: (v.tolist() if real[k].ndim > 1 else v) for k, v in zip(names, values)}
+            for values in zip(*(real[k] for k in names))]
+    rows = [r for r in rows if not any(c in json.dumps(r) for c in ("\\n", "\\r"))]
+    rows = [{k: (v.decode() if isinstance(v, bytes) else
+                 [x.decode() if isinstance(x, bytes) else x for x in v]
+                 if isinstance(v, list) else v) for k, v in r.items()} for r in rows]
+    rows = (rows * 3)[:max(7, len(rows))]
+    if names == ["text"]:
+        path = os.path.join(folder, f"{name}.txt")
+        with open(path, "wb") as f:
+            for row in rows[:3]:
+                f.write(row["text"].encode() + b"\n")
+            f.write(b"\xff\xfe not utf-8\n")
+            for row in rows[3:]:
+                f.write(row["text"].encode() + b"\n")
+        return path, rows, 4
+    if name == "squad":
+        path = os.path.join(folder, f"{name}.jsonl")
+        with open(path, "w", encoding="utf-8") as f:
+            lines = [json.dumps(r, ensure_ascii=False) for r in rows]
+            lines.insert(3, '{"question": "no context here"}')
+            f.write("\n".join(lines) + "\n")
+        return path, rows, 4
+    path = os.path.join(folder, f"{name}.csv")
+    header = [n if real[n].ndim == 1 else f"{n}{i}" for n in names
+              for i in range(1 if real[n].ndim == 1 else real[n].shape[1])]
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        cells = [[c for n in names for c in ([r[n]] if isinstance(r[n], str) else r[n])]
+                 for r in rows]
+        cells.insert(3, ["one column only"])
+        writer.writerows(cells)
+    return path, rows, 5
+
+
+def read_shards(prefix):
+    """(the shards' bytes by name, their rows in order, the rejected rows)."""
+    import glob
+    files = {os.path.basename(p): open(p, "rb").read()
+             for p in sorted(glob.glob(prefix + "-*.jsonl"))}
+    rows = [json.loads(line) for name, data in files.items()
+            if not name.endswith(".rejected.jsonl") for line in data.splitlines()]
+    rejected = [json.loads(line) for name, data in files.items()
+                if name.endswith(".rejected.jsonl") for line in data.splitlines()]
+    return files, rows, rejected
+
+
+def batch_predict(*argv):
+    from export.batch_predict import main as batch_main
+    return batch_main(list(argv))
+
+
+def assert_row_answers(outputs, want, label):
+    """One row's outputs (JSON) against the signature's on that row alone: text and
+    integers equal, numbers within 1e-5 (NER's entity lists are padded to their batch's
+    largest count: compared up to num_entities)."""
+    real = outputs.get("num_entities")
+    for key, value in want.items():
+        value = np.asarray(value)
+        text = value.dtype.kind in "OS"
+        got = np.asarray(outputs[key], dtype=object if text else None)
+        if text:
+            value = np.asarray([v.decode() for v in value.ravel()], object).reshape(
+                value.shape)
+        if real is not None and got.ndim >= 1 and key != "num_entities":
+            got, value = got[:real], value[:real]
+        if text or value.dtype.kind in "iub":
+            assert got.tolist() == value.tolist(), (label, key)
+        else:
+            np.testing.assert_allclose(got.astype(np.float64), value, atol=1e-5,
+                                       err_msg=f"{label} {key}")
+
+
+def test_batch_predict_local_engine_answers_as_the_signature(all_exports, tmp_path):
+    """python -m export.batch_predict on every export kind (classification pairs, SWAG,
+    NER, SQuAD, embeddings, fill-mask) from its format (.txt, .csv, .jsonl): one JSONL
+    line per row in input order across shards, each the signature's answer for that row
+    alone; the bad line of each file in the shard's dead-letter file with its file, line
+    and reason; the summary's counts; a rerun keeps every shard."""
+    for name, path in sorted(all_exports.items()):
+        source, rows, bad = batch_input(name, str(tmp_path))
+        prefix = str(tmp_path / "out" / name)
+        summary = batch_predict(f"--model_dir={path}", f"--input_file={source}",
+                                f"--output_file={prefix}", "--shard_lines=3",
+                                "--max_batch_size=2")
+        files, got, rejected = read_shards(prefix)
+        header = source.endswith(".csv")
+        assert [r["line"] for r in got] == [n for n in range(1 + header, len(rows) + 2 +
+                                                             header) if n != bad], name
+        assert [(r["file"], r["line"]) for r in rejected] == [(source, bad)], name
+        assert summary["predicted"] == len(rows) and summary["rejected"] == 1
+        assert summary["shards_written"] == summary["shards"] >= 3
+        signature = loaded_export(path).signatures["serving_default"]
+        for row, answer in zip(rows, got):
+            feed = {k: tf.constant([v]) for k, v in row.items()}
+            want = {k: v.numpy()[0] for k, v in signature(**feed).items()}
+            assert_row_answers(answer["outputs"], want, (name, answer["line"]))
+        again = batch_predict(f"--model_dir={path}", f"--input_file={source}",
+                              f"--output_file={prefix}", "--shard_lines=3",
+                              "--max_batch_size=2")
+        assert again["shards_kept"] == summary["shards"] and again["shards_written"] == 0
+        assert read_shards(prefix)[0] == files
+
+
+@pytest.mark.slow
+def test_batch_predict_on_beam_writes_the_local_bytes(all_exports, tmp_path, monkeypatch,
+                                                      capsys):
+    """--runner=DirectRunner, two worker processes (RunInference, the export loaded once
+    per worker): the local engine's bytes for NER (.txt), SQuAD (.jsonl) and SWAG (.csv),
+    and at URLs of a Beam file system (bertfs://, tests/beam_urlfs.py) too."""
+    from tests import beam_urlfs  # noqa: F401  (registers bertfs:// with Beam)
+    pytest.importorskip("apache_beam")
+    for name in ("ner", "squad", "swag"):
+        source, _, _ = batch_input(name, str(tmp_path))
+        flags = [f"--model_dir={all_exports[name]}", "--shard_lines=4",
+                 "--max_batch_size=3"]
+        batch_predict(*flags, f"--input_file={source}",
+                      f"--output_file={tmp_path / 'local' / name}")
+        batch_predict(*flags, f"--input_file={source}",
+                      f"--output_file={tmp_path / 'beam' / name}", *BEAM_WORKERS)
+        local = read_shards(str(tmp_path / "local" / name))[0]
+        assert read_shards(str(tmp_path / "beam" / name))[0] == local, name
+    bucket = tmp_path / "bucket"
+    monkeypatch.setenv("BERT_TF_URLFS_ROOT", str(bucket))
+    os.makedirs(bucket / "in")
+    shutil.copy(source, bucket / "in")
+    summary = batch_predict(*flags, f"--input_file=bertfs://in/{os.path.basename(source)}",
+                            "--output_file=bertfs://out/swag", *BEAM_WORKERS)
+    assert summary["predicted"] > 0
+    files = read_shards(str(bucket / "out" / "swag"))[0]
+    assert sorted(files) == sorted(local) and all(
+        files[k].replace(f"bertfs://in/{os.path.basename(source)}".encode(),
+                         source.encode()) == local[k] for k in files)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        batch_predict(*flags, "--input_file=bertfs://in/swag.csv",
+                      "--output_file=bertfs://out/swag2")
+    assert "only the Beam engine" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_batch_predict_resumes_after_kill_9_and_refuses_other_runs(all_exports, tmp_path,
+                                                                   capsys):
+    """A job killed with SIGKILL once its first shard is written is finished by the same
+    command with the uninterrupted job's bytes; a rerun with another --max_batch_size,
+    --bad_lines=error on a file with a bad line, and an output that is an input are
+    refused in one line with every file as it was."""
+    import signal
+    import time
+    from tests.testing import refused
+    source, _, bad = batch_input("ner", str(tmp_path))
+    with open(source, "rb") as f:
+        data = f.read()
+    with open(source, "wb") as f:
+        f.write(data * 40)
+    flags = [f"--model_dir={all_exports['ner']}", f"--input_file={source}",
+             "--shard_lines=5", "--max_batch_size=1"]
+    batch_predict(*flags, f"--output_file={tmp_path / 'whole' / 'ner'}")
+    prefix = tmp_path / "killed" / "ner"
+
+    def shards():
+        return [p for p in os.listdir(prefix.parent) if p.startswith("ner-0") and
+                p.endswith(".jsonl") and "rejected" not in p] if prefix.parent.exists() else []
+    process = subprocess.Popen([sys.executable, "-m", "export.batch_predict", *flags,
+                                f"--output_file={prefix}"],
+                               cwd=os.path.dirname(os.path.dirname(__file__)),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not shards():
+        assert process.poll() is None and time.time() < deadline
+        time.sleep(0.1)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    written = len(shards())
+    summary = batch_predict(*flags, f"--output_file={prefix}")
+    assert summary["shards_kept"] >= 1 and summary["shards_written"] >= 1, (written,
+                                                                           summary)
+    assert read_shards(str(prefix))[0] == read_shards(str(tmp_path / "whole" / "ner"))[0]
+    assert not [p for p in os.listdir(prefix.parent) if p.endswith(".tmp")]
+    refused(batch_predict_main, [*flags[:-1], "--max_batch_size=2",
+                                 f"--output_file={prefix}"], capsys,
+            ["is the plan of a run with another max_batch_size"], str(prefix.parent))
+    refused(batch_predict_main, [*flags, "--bad_lines=error",
+                                 f"--output_file={tmp_path / 'strict' / 'ner'}"], capsys,
+            [f"{source}:{bad}: not UTF-8"], str(tmp_path / "strict"))
+    # An input named as one of the output's files (a glob over earlier predictions).
+    shutil.copy(source, tmp_path / "killed" / "ner-extra.txt")
+    refused(batch_predict_main, [*flags[:1], f"--input_file={tmp_path / 'killed'}/*.txt",
+                                 *flags[2:], f"--output_file={prefix}"], capsys,
+            ["is one of its files", "choose another --output_file"], str(tmp_path))
+
+
+def batch_predict_main(argv):
+    from export.batch_predict import main as batch_main
+    return batch_main(argv)

@@ -157,12 +157,20 @@ def write_summary(plan, entries, seconds, complete):
 
 
 def _options(beam, plan, pipeline_args):
-    """The pipeline's options: Beam's flags, and as plugins the file systems this run's URLs
-    need (the workers import them; Dataflow's runner adds them itself, the others not)."""
-    options = beam.options.pipeline_options.PipelineOptions(pipeline_args)
+    """The pipeline's options for this run's files (`pipeline_options`)."""
+    return pipeline_options(pipeline_args,
+                            plan.files + plan.shards + [plan.settings.vocab_file])
+
+
+def pipeline_options(pipeline_args, paths):
+    """A pipeline's options: Beam's flags, and as plugins the file systems of the URLs
+    among `paths` (the workers import them; Dataflow's runner adds them itself, the others
+    not)."""
+    beam = _beam()
+    options = beam.options.pipeline_options.PipelineOptions(list(pipeline_args))
     setup = options.view_as(beam.options.pipeline_options.SetupOptions)
     plugins = list(setup.beam_plugins or [])
-    for path in plan.files + plan.shards + [plan.settings.vocab_file]:
+    for path in paths:
         if storage.is_url(path):
             system = type(storage.file_system(path))
             name = f"{system.__module__}.{system.__qualname__}"
