@@ -372,16 +372,11 @@ def beam_modules():
 
 
 def check_beam(pipeline_args):
-    """InputError (one line) when Beam is not installed or a flag after ours is not one of
-    Beam's pipeline options (Beam itself would only warn and drop it)."""
-    beam, _ = beam_modules()
-    options = beam.options.pipeline_options.PipelineOptions(list(pipeline_args))
-    known = set(options.get_all_options())
-    unknown = [k for k in options.get_all_options(retain_unknown_options=True)
-               if k not in known]
-    if unknown:
-        raise InputError(f"--{unknown[0]}: not a flag of export.batch_predict, nor one of "
-                         f"Apache Beam's pipeline options")
+    """InputError (one line) when Beam or its RunInference is missing, or a flag after
+    ours is not one of Beam's pipeline options."""
+    from bert_tf.data.beam import check_available
+    beam_modules()
+    check_available(pipeline_args, "export.batch_predict")
 
 
 def run_beam(plan, todo, version, pipeline_args):

@@ -57,7 +57,7 @@ def _beam():
     return apache_beam
 
 
-def check_available(pipeline_args=()):
+def check_available(pipeline_args=(), command="create_pretraining_data"):
     """InputError (one line) when Beam is not installed or a flag after ours is not one of
     Beam's pipeline options (Beam itself would only warn and drop it)."""
     options = _beam().options.pipeline_options.PipelineOptions(list(pipeline_args))
@@ -65,8 +65,8 @@ def check_available(pipeline_args=()):
     unknown = [k for k in options.get_all_options(retain_unknown_options=True)
                if k not in known]
     if unknown:
-        raise InputError(f"--{unknown[0]}: not a flag of create_pretraining_data, nor one of "
-                         f"Apache Beam's pipeline options")
+        raise InputError(f"--{unknown[0]}: not a flag of {command}, nor one of Apache "
+                         f"Beam's pipeline options")
 
 
 def block_jobs(plan):
