@@ -430,8 +430,8 @@ def run(args, pipeline_args=()):
         written = [shard_name(args.output_file, 0, plan["num_shards"])]
         check_not_inputs([("output_file", w) for w in written] +
                          [("output_file", args.output_file + "-summary.json")],
-                         [("--input_file", p) for p in plan["files"]] +
-                         [("--model_dir", version)])
+                         [("--input_file", p) for p in plan["files"]],
+                         checkpoints=[("--model_dir", version)])
         for p in plan["files"]:
             if os.path.realpath(p).startswith(os.path.realpath(args.output_file) + "-"):
                 raise InputError(f"--output_file={args.output_file}: the input {p} is one "

@@ -1281,6 +1281,9 @@ def test_batch_predict_resumes_after_kill_9_and_refuses_other_runs(all_exports, 
     refused(batch_predict_main, [*flags, "--bad_lines=error",
                                  f"--output_file={tmp_path / 'strict' / 'ner'}"], capsys,
             [f"{source}:{bad}: not UTF-8"], str(tmp_path / "strict"))
+    # Predictions written into the export they come from would change it.
+    refused(batch_predict_main, [*flags, f"--output_file={all_exports['ner']}/preds"],
+            capsys, ["lies inside the input --model_dir"], all_exports["ner"])
     # An input named as one of the output's files (a glob over earlier predictions).
     shutil.copy(source, tmp_path / "killed" / "ner-extra.txt")
     refused(batch_predict_main, [*flags[:1], f"--input_file={tmp_path / 'killed'}/*.txt",
