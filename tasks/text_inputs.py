@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.models.task_layers import WINDOW_POOLINGS
-from bert_tf.models.task_models import reads_windows, window_settings
+from bert_tf.models.task_models import window_settings
 from bert_tf.text import batching
 from bert_tf.text.windows import default_doc_stride
 from tasks.driver import FineTuneConfig
@@ -168,5 +168,4 @@ def dataset(texts_a, texts_b, targets, preprocess_fn, batch_size, max_seq_length
 
 
 __all__ = ["FLAGS", "WindowConfig", "check", "training_config", "restored_config",
-           "settings", "stride", "config_settings", "preprocess", "dataset",
-           "reads_windows"]
+           "settings", "stride", "config_settings", "preprocess", "dataset"]
