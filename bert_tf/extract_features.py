@@ -22,10 +22,29 @@ A single text longer than max_seq_length - 2 pieces is cut there, as google's is
 doc_stride pieces apart (bert_tf/text/windows.py, SQuAD's windows), and its features are
 every piece of the text, each from the window where it has the most context, between
 the first window's [CLS] and the last one's [SEP]. Pairs are cut either way.
+
+`--output_format=tfrecord` writes the same examples compactly: a tf.train.Example each
+(linex_index, token_ids, layers counted from the first (0; -1 is the last), shape =
+(tokens, layers, H), the float32 values as computed, token-major), read back by
+`read_tfrecord_features` or tf.data.
+
+Two engines, one output: the local engine (default) and `--runner=...` (Apache Beam:
+`pip install 'bert-tf[beam]'`; Beam's flags go after ours), whose RunInference step
+loads the encoder once per worker process and runs each window of batch_size x 16
+examples (the local engine's unit of batching and of resuming) through the same
+`extract`; each window's lines are written whole as a part file under
+`OUTPUT.tmp.parts/`, and the parts, joined in order, are the local engine's bytes. A
+stopped Beam run keeps its parts for the same command; with other inputs or flags it
+starts over. Beam's engine reads and writes local paths (the workers' own, or a shared
+mount).
+
+Why one file: the two engines and the two formats must give the same bytes for the same
+examples; `extract`, the line formats and both writers are read side by side.
 """
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import re
@@ -115,7 +134,8 @@ WINDOW_BATCHES = 16
 
 def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size=32,
             window_batches=WINDOW_BATCHES, start=0, doc_stride=None):
-    """Yields one output dict per example (google's JSON layout), in input order, from
+    """Yields (linex_index, token ids, [float32 [n, H] per layer]) per example: its n
+    features' tokens and vectors (json_line: google's JSON layout), in input order, from
     example `start` on (a multiple of the window, batch_size * window_batches: a resumed
     run forms the batches an uninterrupted one forms, so it writes the same bytes).
 
@@ -178,24 +198,69 @@ def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size
                 read = [(runs[0], 0)] + [
                     (runs[w], 1 + p - spans[w][0]) for p, w in enumerate(best.tolist())] + \
                     [(runs[-1], len(inputs[runs[-1]][0]) - 1)]
-            features = [{"token": tokenizer.vocab[token_id],
-                         "layers": [{"index": index, "values": [
-                             round(float(x), 6) for x in vectors[j][k][position]]}
-                             for k, index in enumerate(layers)]}
-                        for token_id, (j, position) in zip(tokens, read)]
-            yield {"linex_index": first + i, "features": features}
+            yield first + i, list(tokens), [np.stack([vectors[j][k][position]
+                                                      for j, position in read])
+                                            for k in range(len(layers))]
 
 
-def run(args):
+def json_line(tokenizer, layers, num_layers, record):
+    """One example's line in google's JSON layout (values rounded to 6 decimals)."""
+    index, tokens, values = record
+    features = [{"token": tokenizer.vocab[token_id],
+                 "layers": [{"index": layer, "values": [
+                     round(float(x), 6) for x in values[k][position]]}
+                     for k, layer in enumerate(layers)]}
+                for position, token_id in enumerate(tokens)]
+    return (json.dumps({"linex_index": index, "features": features}) + "\n").encode()
+
+
+def tfrecord_line(tokenizer, layers, num_layers, record):
+    """One example as a TFRecord of a tf.train.Example, float32 values as computed:
+    linex_index [1], token_ids [n], layers [L] (counted from the first transformer layer,
+    0 .. num_layers - 1: -1 is num_layers - 1), shape [3] = (n, L, H), values [n * L * H]
+    (token-major: values.reshape(shape)[t, k] is token t's vector in layers[k])."""
+    from bert_tf.base.tfrecord import encode_records
+    index, tokens, values = record
+    stacked = np.stack(values, axis=1).astype(np.float32)                 # [n, L, H]
+    return encode_records(
+        {"linex_index": np.array([[index]]), "token_ids": np.array([tokens]),
+         "layers": np.array([[layer % num_layers for layer in layers]]),
+         "shape": np.array([stacked.shape]),
+         "values": stacked.reshape(1, -1)},
+        {"linex_index": "int", "token_ids": "int", "layers": "int", "shape": "int",
+         "values": "float"})
+
+
+FORMATS = {"json": json_line, "tfrecord": tfrecord_line}
+
+
+def read_tfrecord_features(path):
+    """Yields {linex_index, token_ids, layers, values [n, L, H] float32} of each example
+    of an `--output_format=tfrecord` file, with NumPy alone (tf.data reads it too:
+    tf.io.parse_single_example with VarLenFeature for each name)."""
+    from bert_tf.base.tfrecord import parse_example, read_records
+    for _, data in read_records(path):
+        example = parse_example(data)
+        yield {"linex_index": int(example["linex_index"][0]),
+               "token_ids": example["token_ids"].astype(np.int32),
+               "layers": example["layers"].astype(np.int32).tolist(),
+               "values": example["values"].reshape(example["shape"].tolist())}
+
+
+def run(args, pipeline_args=()):
     from bert_tf.checkpoints.dispatch import load_encoder, vocab_beside
     from bert_tf.text.tokenization import (BertTokenizer, check_case_matches_vocab,
                                            check_vocab_fits)
     if not args.init_checkpoint:
         raise ValueError("--init_checkpoint is required")
     check_seq_length(args.max_seq_length)
+    if args.runner is not None:
+        from bert_tf.data.beam import run_inference
+        run_inference(["--runner", args.runner, *pipeline_args], "extract_features")
     vocab_file = vocab_beside(args.init_checkpoint, args.vocab_file)
     check_not_inputs([("output_file", args.output_file),
-                      ("output_file", args.output_file + TMP_SUFFIX)],
+                      ("output_file", args.output_file + TMP_SUFFIX),
+                      ("output_file", args.output_file + PARTS_SUFFIX)],
                      [("--input_file", args.input_file), ("--vocab_file", vocab_file),
                       ("--bert_config_file", args.bert_config_file)],
                      checkpoints=[("--init_checkpoint", args.init_checkpoint)])
@@ -215,10 +280,18 @@ def run(args):
     made_from = run_inputs(args, vocab_file)
     if os.path.dirname(args.output_file):
         os.makedirs(os.path.dirname(args.output_file), exist_ok=True)
+    if args.runner is not None:
+        run_beam(args, ["--runner", args.runner, *pipeline_args], made_from, len(examples))
+        print(f"{args.output_file}: {len(examples)} examples, {empty} empty lines",
+              file=sys.stderr, flush=True)
+        return len(examples)
+    line = FORMATS[args.output_format]
+    num_layers = encoder.bert_config.num_hidden_layers
     write_features(
         args.output_file, made_from,
-        lambda start: extract(encoder, tokenizer, examples, layers, args.max_seq_length,
-                              args.batch_size, start=start, doc_stride=args.doc_stride),
+        lambda start: (line(tokenizer, layers, num_layers, record) for record in extract(
+            encoder, tokenizer, examples, layers, args.max_seq_length, args.batch_size,
+            start=start, doc_stride=args.doc_stride)),
         len(examples), args.batch_size * WINDOW_BATCHES)
     print(f"{args.output_file}: {len(examples)} examples, {empty} empty lines",
           file=sys.stderr, flush=True)
@@ -238,12 +311,12 @@ def run_inputs(args, vocab_file):
         "bert_config_file": args.bert_config_file and fingerprint(args.bert_config_file),
         "flags": {"layers": args.layers, "max_seq_length": args.max_seq_length,
                   "batch_size": args.batch_size, "do_lower_case": args.do_lower_case,
-                  "doc_stride": args.doc_stride},
+                  "doc_stride": args.doc_stride, "output_format": args.output_format},
     }
 
 
 def write_features(path, made_from, records, total, window):
-    """Writes the JSON lines `records(start)` yields (examples `start`.. of `total`) to
+    """Writes the lines (bytes) `records(start)` yields (examples `start`.. of `total`) to
     `path` by way of `path.tmp`, renamed when complete.
 
     Resumable: after every `window` examples the temporary file is flushed to disk and
@@ -265,7 +338,7 @@ def write_features(path, made_from, records, total, window):
             f.truncate(size)
             f.seek(size)
             for n, record in enumerate(records(done), done + 1):
-                f.write((json.dumps(record) + "\n").encode())
+                f.write(record)
                 if n % window and n < total:
                     continue
                 f.flush()
@@ -291,6 +364,103 @@ def write_features(path, made_from, records, total, window):
             raise OSError(e.errno, e.strerror, path) from None  # said of the user's name
         raise
     os.remove(progress)
+
+
+# ----------------------------------------------------------------------------- Beam
+
+PARTS_SUFFIX = TMP_SUFFIX + ".parts"
+
+
+def part_name(parts, start):
+    return os.path.join(parts, f"part-{start:012d}.jsonl")
+
+
+class Extractor:
+    """What a worker loads once: the encoder's layer model and the examples."""
+
+    def __init__(self, settings):
+        from bert_tf.checkpoints.dispatch import load_encoder
+        from bert_tf.text.tokenization import BertTokenizer
+        self.settings = settings
+        self.encoder = load_encoder(settings["init_checkpoint"],
+                                    bert_config_file=settings["bert_config_file"])
+        self.tokenizer = BertTokenizer(settings["vocab_file"],
+                                       do_lower_case=settings["do_lower_case"])
+        self.examples = read_examples(settings["input_file"])
+        self.layers = parse_layers(settings["layers"],
+                                   self.encoder.bert_config.num_hidden_layers)
+
+    def write_window(self, start):
+        """The lines of the window of examples from `start`, as the local engine writes
+        them, to its part file (whole, or not at all); returns its example count."""
+        s = self.settings
+        end = min(start + s["window"], len(self.examples))
+        records = extract(self.encoder, self.tokenizer, self.examples[:end], self.layers,
+                          s["max_seq_length"], s["batch_size"], start=start,
+                          doc_stride=s["doc_stride"])
+        path = part_name(s["parts"], start)
+        line = FORMATS[s["output_format"]]
+        with open(path + TMP_SUFFIX, "wb") as f:
+            for record in records:
+                f.write(line(self.tokenizer, self.layers,
+                             self.encoder.bert_config.num_hidden_layers, record))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(path + TMP_SUFFIX, path)
+        return end - start
+
+
+def run_beam(args, pipeline_args, made_from, total):
+    """The windows not yet written as parts, through Beam's RunInference; then the parts
+    joined in order into OUTPUT (by way of OUTPUT.tmp) and the parts removed. Parts of
+    a run with other inputs or flags (OUTPUT.tmp.parts/plan.json) are removed first."""
+    import shutil
+    from bert_tf.base.files import write_json
+    from bert_tf.checkpoints.dispatch import vocab_beside
+    from bert_tf.data.beam import element_handler, pipeline_options, run_inference
+    beam, inference = run_inference()
+    parts = args.output_file + PARTS_SUFFIX
+    window = args.batch_size * WINDOW_BATCHES
+    plan = {"made_from": made_from, "window": window, "examples": total}
+    plan_path = os.path.join(parts, "plan.json")
+    try:
+        with open(plan_path, encoding="utf-8") as f:
+            same = json.load(f) == json.loads(json.dumps(plan))
+    except (OSError, ValueError):
+        same = False
+    if not same and os.path.exists(parts):
+        shutil.rmtree(parts)
+    os.makedirs(parts, exist_ok=True)
+    if not same:
+        write_json(plan_path, plan)
+    starts = list(range(0, total, window))
+    todo = [s for s in starts if not os.path.exists(part_name(parts, s))]
+    if len(todo) < len(starts):
+        print(f"resuming {parts}: {len(starts) - len(todo)} of {len(starts)} windows "
+              f"already written", file=sys.stderr, flush=True)
+    settings = {"init_checkpoint": args.init_checkpoint,
+                "bert_config_file": args.bert_config_file,
+                "vocab_file": vocab_beside(args.init_checkpoint, args.vocab_file),
+                "do_lower_case": args.do_lower_case, "input_file": args.input_file,
+                "layers": args.layers, "max_seq_length": args.max_seq_length,
+                "batch_size": args.batch_size, "doc_stride": args.doc_stride,
+                "output_format": args.output_format, "window": window,
+                "parts": os.path.abspath(parts)}
+    if todo:
+        with beam.Pipeline(options=pipeline_options(pipeline_args, [])) as pipeline:
+            _ = (pipeline | beam.Create(todo) | beam.Reshuffle()
+                 | inference.RunInference(element_handler(
+                     functools.partial(Extractor, settings),
+                     lambda extractor, start: extractor.write_window(start))))
+    tmp = args.output_file + TMP_SUFFIX
+    with open(tmp, "wb") as out:
+        for start in starts:
+            with open(part_name(parts, start), "rb") as f:
+                shutil.copyfileobj(f, out)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, args.output_file)
+    shutil.rmtree(parts)
 
 
 def resumable(tmp, progress, made_from):
@@ -333,7 +503,17 @@ def main(argv=None):
     f("--vocab_file", default=None, help="default: vocab.txt beside the checkpoint")
     f("--bert_config_file", default=None, help="default: the config beside the checkpoint")
     boolean(parser, "--do_lower_case", default=True)
-    return run_main(run, parser.parse_args(argv), positive=("batch_size", "doc_stride"),
+    f("--output_format", choices=sorted(FORMATS), default="json",
+      help="json: google's layout, a line per example, values rounded to 6 decimals; "
+           "tfrecord: a tf.train.Example per example (linex_index, token_ids, layers, "
+           "shape, float32 values as computed), less than half of JSON's size")
+    f("--runner", default=None,
+      help="run on Apache Beam with this runner (DirectRunner, ...), its RunInference "
+           "loading the encoder once per worker; Beam's own flags go after ours")
+    args, rest = parser.parse_known_args(argv)
+    if rest and args.runner is None:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    return run_main(lambda a: run(a, rest), args, positive=("batch_size", "doc_stride"),
                     errors=(Interrupted,))
 
 

@@ -12,8 +12,10 @@ multi-label, NER, embeddings, fill-mask), `.jsonl` (an object a line keyed by th
 signature's inputs: {"question": ..., "context": ...}; SWAG's `endings` a list of its
 choices), `.tsv` / `.csv` (a header naming the inputs; `endings0`, `endings1`, ... for a
 list input). Output: `OUTPUT-00000-of-00008.jsonl` ..., one line per row predicted,
-{"file", "line", "outputs"} (each of the signature's outputs for that row, as JSON), the
-shards in the order of the input files (sorted) and their lines; a row that cannot be
+{"file", "line", "outputs"} (each of the signature's outputs for that row, as JSON; lists
+the signature pads to the call's longest, NER's entities, cut to the row's `num_...`
+count, so a line never depends on the rows it was batched with), the shards in the order
+of the input files (sorted) and their lines; a row that cannot be
 predicted (not UTF-8, longer than the export's max_text_bytes, missing or extra columns,
 bad JSON) goes to `OUTPUT-0000N-of-0000M.rejected.jsonl` with its file, line and reason,
 and the job goes on (`--bad_lines=error` stops at the first instead, writing nothing);
@@ -43,6 +45,7 @@ Beam handler that calls it are read side by side.
 import argparse
 import collections
 import csv
+import functools
 import json
 import os
 import time
@@ -92,6 +95,30 @@ def signature_inputs(signature):
     spec = signature.structured_input_signature[1]
     return {name: (None if len(s.shape) == 1 else int(s.shape[1]))
             for name, s in sorted(spec.items())}
+
+
+def counted_outputs(signature):
+    """(count, names): the outputs that may have a per-call width (TF Serving's dense
+    lists, padded to the call's longest, as NER's entities: declared [batch, None, ...],
+    or of a rank the signature does not declare) and the [batch] integer `num_...` output
+    that counts each row's real entries; (None, ()) without such a count. A row's lists
+    are cut to its count (run_shard), so its line does not depend on the rows it shared a
+    call with. Without a count, outputs of undeclared shape are taken as they come (the
+    embeddings export's, padded to max_seq_length); InputError for declared per-call
+    widths without one count."""
+    spec = signature.structured_outputs
+    counts = [n for n, s in spec.items() if n.startswith("num_") and s.shape.rank == 1
+              and s.dtype.is_integer]
+    open_width = tuple(sorted(n for n, s in spec.items() if n not in counts and (
+        s.shape.rank is None or (s.shape.rank >= 2 and s.shape[1] is None))))
+    declared = [n for n in open_width if spec[n].shape.rank is not None]
+    if len(counts) == 1:
+        return counts[0], open_width
+    if declared:
+        raise InputError(f"--model_dir: the signature's outputs {', '.join(declared)} are "
+                         f"padded per call, and expected one [batch] integer num_... "
+                         f"output counting their entries, got {len(counts)}")
+    return None, ()
 
 
 # ----------------------------------------------------------------------------- rows
@@ -239,6 +266,7 @@ def run_shard(job, signature, plan):
         len(t) for value in rows[i][1].values()
         for t in ([value] if isinstance(value, str) else value)))
     outputs = [None] * len(rows)
+    count, counted = counted_outputs(signature)
     size = plan["max_batch_size"]
     for start in range(0, len(order), size):
         chunk = order[start:start + size]
@@ -246,7 +274,10 @@ def run_shard(job, signature, plan):
                 for name in inputs}
         result = {k: v.numpy() for k, v in signature(**feed).items()}
         for position, i in enumerate(chunk):
-            outputs[i] = {k: as_json(v[position]) for k, v in sorted(result.items())}
+            width = {n: int(result[count][position]) for n in counted
+                     if result[n].ndim >= 2}
+            outputs[i] = {k: as_json(v[position][:width[k]] if k in width else v[position])
+                          for k, v in sorted(result.items())}
     index, total = job["index"], plan["num_shards"]
     lines = [json.dumps({"file": path, "line": number, "outputs": outputs[i]},
                         ensure_ascii=False, sort_keys=True) + "\n"
@@ -264,8 +295,16 @@ def run_shard(job, signature, plan):
 def _write(path, text):
     """`text` to path, whole or not at all (a temporary name, then renamed)."""
     tmp = path + ".tmp"
-    with storage.open_write(tmp) as f:
-        f.write(text.encode("utf-8"))
+    try:
+        with storage.open_write(tmp) as f:
+            f.write(text.encode("utf-8"))
+    except BaseException as e:
+        # A full disk, a kill: no half-written file left behind.
+        if storage.exists(tmp):
+            storage.remove(tmp)
+        if isinstance(e, OSError) and e.errno and not e.filename:   # said at close()
+            raise OSError(e.errno, os.strerror(e.errno), path) from None
+        raise
     storage.replace(tmp, path)
 
 
@@ -338,56 +377,18 @@ def run_local(plan, todo, signature, progress):
     return counts
 
 
-def export_handler(version, plan):
-    """Beam's ModelHandler for an export: `load_model` loads it (once per worker
-    process, shared by its threads: RunInference's rule), `run_inference` runs each of
-    its elements, a shard's job, through `run_shard`."""
-    _, inference = beam_modules()
-
-    class ExportHandler(inference.ModelHandler):
-        def load_model(self):
-            return LoadedExport(version)
-
-        def run_inference(self, batch, model, inference_args=None):
-            return [inference.PredictionResult(job, run_shard(job, model.signature, plan))
-                    for job in batch]
-
-        def batch_elements_kwargs(self):
-            # A shard is a batch already: its rows are sorted and cut by --max_batch_size.
-            return {"min_batch_size": 1, "max_batch_size": 1}
-
-    return ExportHandler()
-
-
-def beam_modules():
-    """(apache_beam, its RunInference module); InputError (one line) without Beam."""
-    try:
-        import apache_beam
-        import apache_beam.options.pipeline_options  # noqa: F401
-        from apache_beam.ml.inference import base as inference
-    except ImportError:
-        raise InputError("--runner needs Apache Beam, which is not installed: pip install "
-                         "'bert-tf[beam]'") from None
-    return apache_beam, inference
-
-
-def check_beam(pipeline_args):
-    """InputError (one line) when Beam or its RunInference is missing, or a flag after
-    ours is not one of Beam's pipeline options."""
-    from bert_tf.data.beam import check_available
-    beam_modules()
-    check_available(pipeline_args, "export.batch_predict")
-
-
 def run_beam(plan, todo, version, pipeline_args):
     """The shards not yet written, through Beam's RunInference: one element per shard
     (pipeline_args: --runner and Beam's flags)."""
-    from bert_tf.data.beam import pipeline_options
-    beam, inference = beam_modules()
+    from bert_tf.data.beam import element_handler, pipeline_options, run_inference
+    beam, inference = run_inference()
     paths = list(plan["files"]) + [plan["output_file"]]
+    # Each worker loads the export once; an element is a shard's job.
+    handler = element_handler(functools.partial(LoadedExport, version),
+                              lambda export, job: run_shard(job, export.signature, plan))
     with beam.Pipeline(options=pipeline_options(pipeline_args, paths)) as pipeline:
         _ = (pipeline | beam.Create(todo) | beam.Reshuffle()
-             | inference.RunInference(export_handler(version, plan)))
+             | inference.RunInference(handler))
     counts = collections.Counter()
     for job in todo:
         counts.update(shard_counts(plan, job))
@@ -415,7 +416,8 @@ def run(args, pipeline_args=()):
         storage.check_local([("--input_file", args.input_file),
                              ("--output_file", args.output_file)])
     else:
-        check_beam(["--runner", args.runner, *pipeline_args])
+        from bert_tf.data.beam import run_inference
+        run_inference(["--runner", args.runner, *pipeline_args], "export.batch_predict")
         for flag, path in (("--input_file", args.input_file),
                            ("--output_file", args.output_file)):
             if storage.is_url(path):
@@ -425,13 +427,14 @@ def run(args, pipeline_args=()):
     signature = export.signature
     max_text_bytes = int(export.model.max_text_bytes.numpy()) \
         if hasattr(export.model, "max_text_bytes") else MAX_TEXT_BYTES
+    counted_outputs(signature)
     plan = make_plan(args, version, signature, max_text_bytes)
     if not storage.is_url(args.output_file):
         written = [shard_name(args.output_file, 0, plan["num_shards"])]
         check_not_inputs([("output_file", w) for w in written] +
                          [("output_file", args.output_file + "-summary.json")],
                          [("--input_file", p) for p in plan["files"]],
-                         checkpoints=[("--model_dir", version)])
+                         checkpoints=[("--model_dir", args.model_dir)])
         for p in plan["files"]:
             if os.path.realpath(p).startswith(os.path.realpath(args.output_file) + "-"):
                 raise InputError(f"--output_file={args.output_file}: the input {p} is one "

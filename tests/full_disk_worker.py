@@ -65,6 +65,9 @@ def rows(ns, out):
         "saved_model": ("export.saved_model", [
             "--task=embeddings", f"--checkpoint_dir={ns.google}",
             f"--output_dir={out}/models/embeddings"]),
+        "batch_predict": ("export.batch_predict", [
+            f"--model_dir={ns.export}", f"--input_file={ns.lines['good']}",
+            f"--output_file={out}/preds/lines"]),
         "quickstart": ("bert_tf.quickstart", [
             f"--work_dir={out}/quickstart", f"--corpus={ns.corpus['good']}",
             "--num_train_steps=2", "--vocab_size=200"]),

@@ -136,6 +136,12 @@ def build(directory, minilm_dir):
             flip(path, path, len(open(path, "rb").read()) // 2)
         ns.google_damaged[kind] = target
 
+    # The tiny checkpoint's embeddings export (a raw-text signature for batch_predict).
+    from export import saved_model
+    ns.export = d("export")
+    saved_model.main(["--task=embeddings", f"--checkpoint_dir={ns.google}",
+                      f"--output_dir={ns.export}"])
+
     # MiniLM's HF directory with model.safetensors cut in half or its header's first
     # byte flipped.
     for kind in ("cut", "flipped"):

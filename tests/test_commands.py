@@ -23,7 +23,7 @@ FLAGS = {
         tfds_text_field vocab_file""",
     "bert_tf.extract_features": """
         batch_size bert_config_file do_lower_case doc_stride init_checkpoint input_file
-        layers max_seq_length output_file vocab_file""",
+        layers max_seq_length output_file output_format runner vocab_file""",
     "bert_tf.quickstart": """
         corpus dupe_factor learning_rate max_predictions_per_seq max_seq_length
         mixed_precision num_train_steps preset steps_per_loop train_batch_size

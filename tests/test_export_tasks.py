@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -1150,9 +1151,10 @@ def batch_predict(*argv):
 
 def assert_row_answers(outputs, want, label):
     """One row's outputs (JSON) against the signature's on that row alone: text and
-    integers equal, numbers within 1e-5 (NER's entity lists are padded to their batch's
-    largest count: compared up to num_entities)."""
-    real = outputs.get("num_entities")
+    integers equal, numbers within 1e-5. NER's entity lists, padded by the signature to
+    the call's largest count, are the row's own entries alone (a call of one row pads to
+    its own count), so the same keys and lengths."""
+    assert sorted(outputs) == sorted(want), label
     for key, value in want.items():
         value = np.asarray(value)
         text = value.dtype.kind in "OS"
@@ -1160,8 +1162,6 @@ def assert_row_answers(outputs, want, label):
         if text:
             value = np.asarray([v.decode() for v in value.ravel()], object).reshape(
                 value.shape)
-        if real is not None and got.ndim >= 1 and key != "num_entities":
-            got, value = got[:real], value[:real]
         if text or value.dtype.kind in "iub":
             assert got.tolist() == value.tolist(), (label, key)
         else:
@@ -1198,6 +1198,67 @@ def test_batch_predict_local_engine_answers_as_the_signature(all_exports, tmp_pa
                               "--max_batch_size=2")
         assert again["shards_kept"] == summary["shards"] and again["shards_written"] == 0
         assert read_shards(prefix)[0] == files
+    # A row's entities do not depend on the rows it shared a call with.
+    source = batch_input("ner", str(tmp_path))[0]
+    lines = {}
+    for size in (1, 5):
+        prefix = str(tmp_path / f"ner-batch-{size}" / "ner")
+        batch_predict(f"--model_dir={all_exports['ner']}", f"--input_file={source}",
+                      f"--output_file={prefix}", f"--max_batch_size={size}")
+        lines[size] = read_shards(prefix)[1]
+    assert lines[1] == lines[5] and any(r["outputs"]["num_entities"] for r in lines[1])
+
+
+def test_batch_predict_cuts_lists_padded_per_call_to_their_count():
+    """Which outputs a row's count cuts: declared [batch, None] lists and lists of
+    undeclared shape beside one num_... count; without a count, undeclared shapes are
+    taken whole and a declared per-call width is refused in one line."""
+    from types import SimpleNamespace
+    from bert_tf.data.errors import InputError
+    from export.batch_predict import counted_outputs
+
+    def signature(**shapes):
+        return SimpleNamespace(structured_outputs={
+            n: tf.TensorSpec(shape, tf.int32 if n.startswith("num_") else tf.string)
+            for n, shape in shapes.items()})
+    unknown = tf.TensorShape(None)
+    assert counted_outputs(signature(label=[None, None], start=unknown, num_entities=[None],
+                                     probabilities=[None, 3])) == (
+        "num_entities", ("label", "start"))
+    assert counted_outputs(signature(sequence_output=unknown, pooled=[None, 8])) == (None, ())
+    with pytest.raises(InputError, match=r"outputs label are padded per call, and expected "
+                                         r"one \[batch\] integer num_\.\.\. output"):
+        counted_outputs(signature(label=[None, None], probabilities=[None, 3]))
+
+
+def test_batch_predict_refuses_a_prefix_another_job_writes(all_exports, tmp_path, capsys):
+    """Two jobs on one output prefix: while one holds it (a live process), a second is
+    refused in one line naming it, under another spelling of the prefix too (a symlinked
+    folder), with every file as it was; once the holder is gone the job runs."""
+    from tests.testing import refused
+    source = batch_input("ner", str(tmp_path))[0]
+    os.makedirs(tmp_path / "out")
+    os.symlink(tmp_path / "out", tmp_path / "alias")
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import sys, time
+        from bert_tf.base.output_lock import OutputLock
+        with OutputLock(sys.argv[1], "--output_file"):
+            print("held", flush=True)
+            time.sleep(120)
+        """), str(tmp_path / "out" / "ner")], stdout=subprocess.PIPE, text=True,
+        cwd=os.path.dirname(os.path.dirname(__file__)))
+    flags = [f"--model_dir={all_exports['ner']}", f"--input_file={source}"]
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for spelling in ("out", "alias"):
+            prefix = str(tmp_path / spelling / "ner")
+            refused(batch_predict_main, [*flags, f"--output_file={prefix}"], capsys,
+                    [f"--output_file={prefix} is in use by another command",
+                     f"(pid {holder.pid}: "], str(tmp_path / "out"))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert batch_predict(*flags, f"--output_file={tmp_path / 'alias' / 'ner'}")["predicted"]
 
 
 @pytest.mark.slow

@@ -53,6 +53,39 @@ def test_json_layout_tokens_and_order(extracted, minilm_dir):
     assert [t["token"] for t in records[2]["features"]] == ["[CLS]", "[SEP]"]
 
 
+def test_tfrecord_layout_holds_the_json_examples_unrounded(extracted, minilm_dir):
+    """--output_format=tfrecord: one tf.train.Example per line, in order, with the JSON
+    layout's tokens and layers and its values before rounding (within 5e-7), read alike
+    by read_tfrecord_features (NumPy) and tf.data; less than half of JSON's bytes."""
+    import tensorflow as tf
+    from bert_tf.text.tokenization import BertTokenizer
+    _, records, tmp = extracted
+    output = str(tmp / "out.tfrecord")
+    assert extract_features.main([
+        "--input_file", str(tmp / "input.txt"), "--output_file", output,
+        "--init_checkpoint", str(minilm_dir), "--layers=-1,-2,-3,-4,0",
+        "--max_seq_length", "32", "--batch_size", "3", "--output_format=tfrecord"]) == 4
+    vocab = BertTokenizer(os.path.join(minilm_dir, "vocab.txt")).vocab
+    got = list(extract_features.read_tfrecord_features(output))
+    assert [g["linex_index"] for g in got] == [0, 1, 2, 3]
+    for g, record in zip(got, records):
+        assert [vocab[t] for t in g["token_ids"]] == [t["token"] for t in record["features"]]
+        assert g["layers"] == [5, 4, 3, 2, 0]                    # MiniLM's 6 layers
+        want = np.array([[layer["values"] for layer in t["layers"]]
+                         for t in record["features"]])
+        assert g["values"].shape == want.shape and g["values"].dtype == np.float32
+        np.testing.assert_allclose(g["values"], want, rtol=0, atol=5.01e-7)
+    names = ("linex_index", "token_ids", "layers", "shape", "values")
+    spec = {n: tf.io.VarLenFeature(tf.float32 if n == "values" else tf.int64)
+            for n in names}
+    for g, data in zip(got, tf.data.TFRecordDataset(output)):
+        parsed = {k: tf.sparse.to_dense(v).numpy()
+                  for k, v in tf.io.parse_single_example(data, spec).items()}
+        assert parsed["token_ids"].tolist() == g["token_ids"].tolist()
+        np.testing.assert_array_equal(parsed["values"].reshape(parsed["shape"]), g["values"])
+    assert os.path.getsize(output) * 2 < os.path.getsize(tmp / "out.jsonl")
+
+
 def test_values_match_transformers_hidden_states(extracted, minilm_dir):
     transformers = pytest.importorskip("transformers")
     torch = pytest.importorskip("torch")
@@ -200,3 +233,56 @@ def test_a_long_text_in_windows_equals_the_windowed_reference(tmp_path, minilm_d
         rows[k].append(hidden[-1][k][last])                            # [SEP]
         ours = np.array([t["layers"][k]["values"] for t in windowed])
         np.testing.assert_allclose(ours, np.array(rows[k]), atol=2e-4)
+
+
+@pytest.mark.slow
+def test_beam_engine_writes_the_local_bytes_and_resumes_after_kill_9(tmp_path, minilm_dir,
+                                                                    capsys):
+    """--runner=DirectRunner with two worker processes (RunInference, the encoder loaded
+    once per worker) writes the local engine's bytes, windows of long texts and pairs
+    included; a Beam run killed with SIGKILL once a window's part is written is finished
+    by the same command with those bytes, and a Beam flag we do not know is refused."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    lines = (LINES + [" ".join(json.__doc__.split()[:80])]) * 32  # windows of 32: 5
+    input_file = tmp_path / "input.txt"
+    input_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    flags = ["--input_file", str(input_file), "--init_checkpoint", str(minilm_dir),
+             "--layers=-1,0", "--max_seq_length", "32", "--batch_size", "2",
+             "--doc_stride", "12"]
+    local = str(tmp_path / "local.jsonl")
+    assert extract_features.main([*flags, "--output_file", local]) == len(lines)
+    data = open(local, "rb").read()
+    beam = str(tmp_path / "beam.jsonl")
+    extract_features.main([*flags, "--output_file", beam, "--runner=DirectRunner",
+                           "--direct_running_mode=multi_processing",
+                           "--direct_num_workers=2"])
+    assert open(beam, "rb").read() == data
+    assert not os.path.exists(beam + ".tmp.parts") and not os.path.exists(beam + ".tmp")
+    killed = str(tmp_path / "killed.jsonl")
+    parts = killed + ".tmp.parts"
+    argv = [*flags, "--output_file", killed, "--runner=DirectRunner"]
+    process = subprocess.Popen([sys.executable, "-m", "bert_tf.extract_features", *argv],
+                               cwd=os.path.dirname(os.path.dirname(__file__)),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not (os.path.isdir(parts) and any(p.endswith(".jsonl") for p in os.listdir(parts))):
+        assert process.poll() is None and time.time() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    kept = sorted(p for p in os.listdir(parts) if p.endswith(".jsonl"))
+    assert 1 <= len(kept) < 5
+    capsys.readouterr()
+    extract_features.main(argv)
+    assert f"{len(kept)} of 5 windows already written" in capsys.readouterr().err
+    assert open(killed, "rb").read() == data
+    with pytest.raises(SystemExit):
+        extract_features.main([*flags, "--output_file", str(tmp_path / "x.jsonl"),
+                               "--runner=DirectRunner", "--no_such_beam_flag=1"])
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: --no_such_beam_flag: not a flag of extract_features, nor one of "
+                   "Apache Beam's pipeline options")
+    assert not os.path.exists(tmp_path / "x.jsonl.tmp.parts")

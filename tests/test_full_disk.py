@@ -18,7 +18,8 @@ import pytest
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "full_disk_worker.py")
 COMMANDS = ("build_vocab", "create_pretraining_data", "run_pretraining",
-            "convert_checkpoint", "extract_features", "glue", "saved_model", "quickstart")
+            "convert_checkpoint", "extract_features", "glue", "saved_model", "batch_predict",
+            "quickstart")
 REASONS = {"full": "No space left on device", "read_only": "Read-only file system"}
 
 

@@ -356,6 +356,25 @@ flag_rows(EXPORT, ex, [
 ])
 
 
+# ---------------------------------------------------------------------- batch_predict
+BP = "export.batch_predict"
+bp = argv_of({"model_dir": lambda ns, out: ns.export,
+              "input_file": lambda ns, out: ns.lines["good"],
+              "output_file": lambda ns, out: os.path.join(out, "preds")})
+flag_rows(BP, bp, [
+    ({"input_file": "@root/nope.txt"}, "--input_file: {root}/nope.txt: no such file"),
+    ({"input_file": "@shard"}, ("--input_file: {shard}: expected .txt, .jsonl, .tsv, "
+                                ".csv",)),
+    ({"model_dir": "@google"}, "--model_dir: {google} holds no SavedModel"),
+    ({"bad_lines": "error", "input_file": "@lines_latin1"}, ("{lines_latin1}:", "not UTF-8")),
+    ({"max_batch_size": 0}, "--max_batch_size must be a positive number, got 0"),
+    ({"shard_lines": -1}, "--shard_lines must be a positive number, got -1"),
+    ({"output_file": "@export/preds"}, "lies inside the input --model_dir"),
+    ({"input_file": "@lines_crlf_bom"}, None),
+    ({"input_file": "@lines_latin1"}, None),       # the line goes to the dead-letter file
+])
+
+
 @pytest.fixture(scope="module")
 def ns(tmp_path_factory, minilm_dir):
     return fuzz_inputs.build(str(tmp_path_factory.mktemp("fuzz")), minilm_dir)

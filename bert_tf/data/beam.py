@@ -69,6 +69,41 @@ def check_available(pipeline_args=(), command="create_pretraining_data"):
                          f"Beam's pipeline options")
 
 
+def run_inference(pipeline_args=None, command=None):
+    """(apache_beam, its RunInference module) for the commands that run a model on Beam
+    (export.batch_predict, extract_features); InputError (one line) when Beam is missing
+    or, given `pipeline_args`, a flag after `command`'s own is not one of Beam's."""
+    beam = _beam()
+    try:
+        from apache_beam.ml.inference import base as inference
+    except ImportError:
+        raise InputError("--runner needs Apache Beam's RunInference, which is not "
+                         "installed: pip install 'bert-tf[beam]'") from None
+    if pipeline_args is not None:
+        check_available(pipeline_args, command)
+    return beam, inference
+
+
+def element_handler(load, run):
+    """A RunInference ModelHandler whose model is `load()`, built once per worker process
+    and shared by its threads (RunInference's rule), and whose every element `e` gives
+    `run(model, e)`, one element a call (each element is a unit of work already: a
+    shard of rows, a window of examples)."""
+    _, inference = run_inference()
+
+    class ElementHandler(inference.ModelHandler):
+        def load_model(self):
+            return load()
+
+        def run_inference(self, batch, model, inference_args=None):
+            return [inference.PredictionResult(e, run(model, e)) for e in batch]
+
+        def batch_elements_kwargs(self):
+            return {"min_batch_size": 1, "max_batch_size": 1}
+
+    return ElementHandler()
+
+
 def block_jobs(plan):
     """[(home shard, block index, file segments, block counts)] of every block, in input
     order (the local engine's blocks and their numbers); none when every shard is
