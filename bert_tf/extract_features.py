@@ -379,6 +379,7 @@ class Extractor:
     """What a worker loads once: the encoder's layer model and the examples."""
 
     def __init__(self, settings):
+        from bert_tf.base.files import fingerprint
         from bert_tf.checkpoints.dispatch import load_encoder
         from bert_tf.text.tokenization import BertTokenizer
         self.settings = settings
@@ -387,6 +388,11 @@ class Extractor:
         self.tokenizer = BertTokenizer(settings["vocab_file"],
                                        do_lower_case=settings["do_lower_case"])
         self.examples = read_examples(settings["input_file"])
+        # Read again in each worker: it must be the file the run fingerprinted.
+        if fingerprint(settings["input_file"]) != settings["input_fingerprint"]:
+            from bert_tf.data.errors import InputError
+            raise InputError(f"--input_file: {settings['input_file']} changed while the "
+                             f"run read it; run the same command again")
         self.layers = parse_layers(settings["layers"],
                                    self.encoder.bert_config.num_hidden_layers)
 
@@ -417,7 +423,8 @@ def run_beam(args, pipeline_args, made_from, total):
     import shutil
     from bert_tf.base.files import write_json
     from bert_tf.checkpoints.dispatch import vocab_beside
-    from bert_tf.data.beam import element_handler, pipeline_options, run_inference
+    from bert_tf.data.beam import (element_handler, pipeline_options, run_inference,
+                                   worker_errors_in_one_line)
     beam, inference = run_inference()
     parts = args.output_file + PARTS_SUFFIX
     window = args.batch_size * WINDOW_BATCHES
@@ -442,12 +449,14 @@ def run_beam(args, pipeline_args, made_from, total):
                 "bert_config_file": args.bert_config_file,
                 "vocab_file": vocab_beside(args.init_checkpoint, args.vocab_file),
                 "do_lower_case": args.do_lower_case, "input_file": args.input_file,
+                "input_fingerprint": made_from["input_file"],
                 "layers": args.layers, "max_seq_length": args.max_seq_length,
                 "batch_size": args.batch_size, "doc_stride": args.doc_stride,
                 "output_format": args.output_format, "window": window,
                 "parts": os.path.abspath(parts)}
     if todo:
-        with beam.Pipeline(options=pipeline_options(pipeline_args, [])) as pipeline:
+        with worker_errors_in_one_line(), \
+                beam.Pipeline(options=pipeline_options(pipeline_args, [])) as pipeline:
             _ = (pipeline | beam.Create(todo) | beam.Reshuffle()
                  | inference.RunInference(element_handler(
                      functools.partial(Extractor, settings),

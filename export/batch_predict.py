@@ -35,7 +35,9 @@ renamed when whole, so a run stopped however it stops (kill -9 too) is resumed b
 same command, keeping the shards already written. `OUTPUT-plan.json`, written before the
 first shard, fingerprints what the predictions depend on (the export's files, each input
 file's bytes, the flags that change an output); a rerun with another export, other
-inputs or other settings is refused in one line, before any byte is written. The output
+inputs or other settings is refused in one line, before any byte is written; an input
+that changes while the job reads it (its size or modification time) stops the job in
+one line before the next shard is written. The output
 prefix is locked while a job runs, and an output that is an input is refused.
 
 Why one file: the two engines must write the same bytes; the plan, `run_shard` and the
@@ -184,16 +186,22 @@ def header_of(path, fmt, inputs):
     return header
 
 
-def lines_of(path, first=0, end=None):
-    """(line number, raw bytes) of lines [first, end) of a file (0-based; numbers are
-    1-based), the line end removed."""
+def lines_of(path, first=0, end=None, offset=0):
+    """(line number, raw bytes, byte offset) of lines [first, end) of a file (0-based;
+    numbers are 1-based), the line end removed. `offset`: where line `first` starts (a
+    shard's, from the plan), so a shard is read from there, not from the file's start."""
     with storage.open_read(path) as f:
-        for index, raw in enumerate(f):
-            if index < first:
-                continue
+        index, position = 0, 0
+        if offset:
+            f.seek(offset)
+            index, position = first, offset
+        for raw in f:
             if end is not None and index >= end:
                 return
-            yield index + 1, raw.rstrip(b"\n").rstrip(b"\r")
+            if index >= first:
+                yield index + 1, raw.rstrip(b"\n").rstrip(b"\r"), position
+            position += len(raw)
+            index += 1
 
 
 # ----------------------------------------------------------------------------- shards
@@ -254,7 +262,8 @@ def run_shard(job, signature, plan):
     path, fmt = job["file"], os.path.splitext(job["file"])[1].lower()
     header = plan["headers"].get(path)
     rows, rejected = [], []
-    for number, raw in lines_of(path, job["first"], job["end"]):
+    check_unchanged(plan, path)
+    for number, raw, _ in lines_of(path, job["first"], job["end"], job["offset"]):
         try:
             row = read_row(raw, number, fmt, inputs, header, plan["max_text_bytes"])
         except BadRow as e:
@@ -262,6 +271,7 @@ def run_shard(job, signature, plan):
             continue
         if row is not None:
             rows.append((number, row))
+    check_unchanged(plan, path)
     order = sorted(range(len(rows)), key=lambda i: sum(
         len(t) for value in rows[i][1].values()
         for t in ([value] if isinstance(value, str) else value)))
@@ -321,6 +331,9 @@ def make_plan(args, version, signature, max_text_bytes):
         if not matched:
             raise InputError(f"--input_file: {pattern}: no such file")
         files += [m for m in matched if m not in files]
+    # Taken first: a file that changes from here on (while it is hashed, counted or
+    # predicted) no longer has these, and run_shard stops on it.
+    stats = {p: [storage.getsize(p), storage.mtime_ns(p)] for p in files}
     inputs = signature_inputs(signature)
     headers, jobs = {}, []
     for path in files:
@@ -333,14 +346,16 @@ def make_plan(args, version, signature, max_text_bytes):
                              f"but the export takes {', '.join(inputs)}: give .jsonl, "
                              f".tsv or .csv with those names")
         headers[path] = header_of(path, fmt, inputs)
-        count = 0
-        for count, raw in lines_of(path):
+        count, offsets = 0, {0: 0}
+        for count, raw, position in lines_of(path):
+            if (count - 1) % args.shard_lines == 0:
+                offsets[count - 1] = position           # where a shard's first line starts
             # --bad_lines=error: the first bad row stops the job here, before a byte is
             # written.
             if args.bad_lines == "error":
                 check_row(raw, count, path, fmt, inputs, headers[path], max_text_bytes)
         for first in range(0, max(count, 1), args.shard_lines):
-            jobs.append({"file": path, "first": first,
+            jobs.append({"file": path, "first": first, "offset": offsets[first],
                          "end": min(first + args.shard_lines, count)})
     for index, job in enumerate(jobs):
         job["index"] = index
@@ -348,9 +363,18 @@ def make_plan(args, version, signature, max_text_bytes):
     return {"output_file": args.output_file, "inputs": inputs, "headers": headers,
             "max_text_bytes": int(max_text_bytes), "max_batch_size": args.max_batch_size,
             "bad_lines": args.bad_lines, "num_shards": len(jobs), "jobs": jobs,
-            "model": model,
+            "model": model, "stats": stats,
             "files": {p: {"bytes": storage.getsize(p), "sha256": storage.sha256(p)}
                       for p in files}}
+
+
+def check_unchanged(plan, path):
+    """InputError when the input `path` is not the file the plan fingerprinted (its size
+    or modification time changed since): its rows would not be the planned ones."""
+    if [storage.getsize(path), storage.mtime_ns(path)] != plan["stats"][path]:
+        raise InputError(f"--input_file: {path} changed while the job read it; the shards "
+                         f"written before are of its earlier content: predict into another "
+                         f"--output_file")
 
 
 def check_plan(plan):
@@ -380,13 +404,15 @@ def run_local(plan, todo, signature, progress):
 def run_beam(plan, todo, version, pipeline_args):
     """The shards not yet written, through Beam's RunInference: one element per shard
     (pipeline_args: --runner and Beam's flags)."""
-    from bert_tf.data.beam import element_handler, pipeline_options, run_inference
+    from bert_tf.data.beam import (element_handler, pipeline_options, run_inference,
+                                   worker_errors_in_one_line)
     beam, inference = run_inference()
     paths = list(plan["files"]) + [plan["output_file"]]
     # Each worker loads the export once; an element is a shard's job.
     handler = element_handler(functools.partial(LoadedExport, version),
                               lambda export, job: run_shard(job, export.signature, plan))
-    with beam.Pipeline(options=pipeline_options(pipeline_args, paths)) as pipeline:
+    with worker_errors_in_one_line(), \
+            beam.Pipeline(options=pipeline_options(pipeline_args, paths)) as pipeline:
         _ = (pipeline | beam.Create(todo) | beam.Reshuffle()
              | inference.RunInference(handler))
     counts = collections.Counter()
@@ -443,7 +469,7 @@ def run(args, pipeline_args=()):
     storage.makedirs_for(args.output_file)
     if not storage.exists(args.output_file + "-plan.json"):
         _write(args.output_file + "-plan.json",
-               json.dumps({k: v for k, v in plan.items() if k != "headers"},
+               json.dumps({k: v for k, v in plan.items() if k not in ("headers", "stats")},
                           indent=1, sort_keys=True) + "\n")
     done = [job for job in plan["jobs"] if storage.exists(
         shard_name(args.output_file, job["index"], plan["num_shards"]))]

@@ -1231,6 +1231,33 @@ def test_batch_predict_cuts_lists_padded_per_call_to_their_count():
         counted_outputs(signature(label=[None, None], probabilities=[None, 3]))
 
 
+def test_batch_predict_stops_on_an_input_that_changes_while_it_reads(all_exports, tmp_path,
+                                                                    monkeypatch, capsys):
+    """An input file appended to after the first shard: the job stops in one line naming
+    it, before a shard of the new content is written, and leaves no temporary file."""
+    from export import batch_predict as module
+    source = batch_input("ner", str(tmp_path))[0]
+    real = module.run_shard
+
+    def run_then_append(job, signature, plan):
+        counts = real(job, signature, plan)
+        with open(source, "ab") as f:
+            f.write(b"Another line written while the job reads the file.\n")
+        return counts
+    monkeypatch.setattr(module, "run_shard", run_then_append)
+    prefix = tmp_path / "out" / "ner"
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        batch_predict(f"--model_dir={all_exports['ner']}", f"--input_file={source}",
+                      f"--output_file={prefix}", "--shard_lines=3")
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --input_file: {source} changed while the job read it; the shards written "
+        f"before are of its earlier content: predict into another --output_file")
+    names = sorted(os.listdir(prefix.parent))
+    assert [n for n in names if n.startswith("ner-0")] == ["ner-00000-of-00004.jsonl"], names
+    assert not [n for n in names if n.endswith(".tmp")]
+
+
 def test_batch_predict_refuses_a_prefix_another_job_writes(all_exports, tmp_path, capsys):
     """Two jobs on one output prefix: while one holds it (a live process), a second is
     refused in one line naming it, under another spelling of the prefix too (a symlinked

@@ -4,6 +4,7 @@ bad input."""
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -286,3 +287,32 @@ def test_beam_engine_writes_the_local_bytes_and_resumes_after_kill_9(tmp_path, m
     assert err == ("error: --no_such_beam_flag: not a flag of extract_features, nor one of "
                    "Apache Beam's pipeline options")
     assert not os.path.exists(tmp_path / "x.jsonl.tmp.parts")
+
+
+def test_a_beam_worker_refuses_an_input_that_changed_since_the_plan(tmp_path, minilm_dir):
+    """A Beam worker reads the input again: a file that is no longer the one the run
+    fingerprinted stops it with the one line the pipeline's caller re-raises."""
+    from bert_tf.base.files import fingerprint
+    from bert_tf.data.beam import worker_errors_in_one_line
+    from bert_tf.data.errors import InputError
+    input_file = tmp_path / "input.txt"
+    input_file.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    settings = {"init_checkpoint": str(minilm_dir), "bert_config_file": None,
+                "vocab_file": os.path.join(minilm_dir, "vocab.txt"), "do_lower_case": True,
+                "input_file": str(input_file), "input_fingerprint": fingerprint(str(input_file)),
+                "layers": "-1", "max_seq_length": 32, "batch_size": 2, "doc_stride": None,
+                "output_format": "json", "window": 32, "parts": str(tmp_path)}
+    assert len(extract_features.Extractor(settings).examples) == len(LINES)
+    with open(input_file, "a", encoding="utf-8") as f:
+        f.write("one more line\n")
+    message = f"--input_file: {input_file} changed while the run read it; run the same " \
+              f"command again"
+    with pytest.raises(InputError, match="^" + re.escape(message) + "$"):
+        extract_features.Extractor(settings)
+    # As the runner wraps it, and as the command then says it.
+    with pytest.raises(InputError) as caught, worker_errors_in_one_line():
+        raise RuntimeError(f"Traceback ...\nInputError: {message} [while running "
+                           f"'RunInference/BeamML_RunInference']")
+    assert str(caught.value) == message
+    with pytest.raises(RuntimeError), worker_errors_in_one_line():
+        raise RuntimeError("a worker's own failure")

@@ -84,6 +84,22 @@ def run_inference(pipeline_args=None, command=None):
     return beam, inference
 
 
+@contextlib.contextmanager
+def worker_errors_in_one_line():
+    """Around a RunInference pipeline: an InputError a worker raised ("--input_file: ...
+    changed while ..."), which the runner wraps in its own exception, raised here as the
+    one line it was; any other failure as it is."""
+    try:
+        yield
+    except InputError:
+        raise
+    except Exception as e:  # noqa: BLE001  (re-raised unless it is a worker's one line)
+        line = _one_line(e)
+        if line:
+            raise InputError(line) from None
+        raise
+
+
 def element_handler(load, run):
     """A RunInference ModelHandler whose model is `load()`, built once per worker process
     and shared by its threads (RunInference's rule), and whose every element `e` gives
