@@ -24,9 +24,10 @@ every piece of the text, each from the window where it has the most context, bet
 the first window's [CLS] and the last one's [SEP]. Pairs are cut either way.
 
 `--output_format=tfrecord` writes the same examples compactly: a tf.train.Example each
-(linex_index, token_ids, layers counted from the first (0; -1 is the last), shape =
-(tokens, layers, H), the float32 values as computed, token-major), read back by
-`read_tfrecord_features` or tf.data.
+(bert_tf/base/feature_records.py: linex_index, token_ids, layers counted from the first
+(0; -1 is the last), shape = (tokens, layers, H), the float32 values as computed,
+token-major), read back by `read_tfrecord_features`, tf.data, or the feature-based NER
+recipe (`python -m tasks.ner --feature_based --extracted_features=...`).
 
 Two engines, one output: the local engine (default) and `--runner=...` (Apache Beam:
 `pip install 'bert-tf[beam]'`; Beam's flags go after ours), whose RunInference step
@@ -35,8 +36,9 @@ examples (the local engine's unit of batching and of resuming) through the same
 `extract`; each window's lines are written whole as a part file under
 `OUTPUT.tmp.parts/`, and the parts, joined in order, are the local engine's bytes. A
 stopped Beam run keeps its parts for the same command; with other inputs or flags it
-starts over. Beam's engine reads and writes local paths (the workers' own, or a shared
-mount).
+starts over. Beam's engine also reads and writes URLs (`gs://...`) through Beam's file
+systems (bert_tf/data/storage.py), as create_pretraining_data and export.batch_predict
+do; the local engine takes local paths.
 
 Why one file: the two engines and the two formats must give the same bytes for the same
 examples; `extract`, the line formats and both writers are read side by side.
@@ -52,8 +54,10 @@ import sys
 
 import numpy as np
 
+from bert_tf.base.feature_records import encode_feature_record, read_feature_records
 from bert_tf.base.cli import ArgumentParser, boolean, check_not_inputs, check_seq_length, run_main
-from bert_tf.base.files import TMP_SUFFIX, read_text
+from bert_tf.base.files import TMP_SUFFIX, decode_text, read_text
+from bert_tf.data import storage
 from bert_tf.base.input_names import INPUT_NAMES
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -66,7 +70,11 @@ def read_examples(path):
     Lines end at "\n" only, as google's readline() loop reads them: a line may hold other
     Unicode line separators (U+2028, U+0085, form feed, a lone "\r"), which str.splitlines()
     would split on, shifting every later linex_index."""
-    lines = read_text(path).split("\n")
+    if storage.is_url(path):       # the Beam engine's input (bert_tf/data/storage.py)
+        text = decode_text(storage.read_bytes(path), path)
+    else:
+        text = read_text(path)
+    lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()                 # the file's final newline ends a line, it opens none
     examples = []
@@ -215,36 +223,19 @@ def json_line(tokenizer, layers, num_layers, record):
 
 
 def tfrecord_line(tokenizer, layers, num_layers, record):
-    """One example as a TFRecord of a tf.train.Example, float32 values as computed:
-    linex_index [1], token_ids [n], layers [L] (counted from the first transformer layer,
-    0 .. num_layers - 1: -1 is num_layers - 1), shape [3] = (n, L, H), values [n * L * H]
-    (token-major: values.reshape(shape)[t, k] is token t's vector in layers[k])."""
-    from bert_tf.base.tfrecord import encode_records
+    """One example as a framed tf.train.Example in the compact layout
+    (bert_tf/base/feature_records.py: layers counted from the first, 0 .. num_layers - 1,
+    float32 values as computed)."""
     index, tokens, values = record
-    stacked = np.stack(values, axis=1).astype(np.float32)                 # [n, L, H]
-    return encode_records(
-        {"linex_index": np.array([[index]]), "token_ids": np.array([tokens]),
-         "layers": np.array([[layer % num_layers for layer in layers]]),
-         "shape": np.array([stacked.shape]),
-         "values": stacked.reshape(1, -1)},
-        {"linex_index": "int", "token_ids": "int", "layers": "int", "shape": "int",
-         "values": "float"})
+    return encode_feature_record(index, tokens, [layer % num_layers for layer in layers],
+                                 np.stack(values, axis=1))                # [n, L, H]
 
 
 FORMATS = {"json": json_line, "tfrecord": tfrecord_line}
 
-
-def read_tfrecord_features(path):
-    """Yields {linex_index, token_ids, layers, values [n, L, H] float32} of each example
-    of an `--output_format=tfrecord` file, with NumPy alone (tf.data reads it too:
-    tf.io.parse_single_example with VarLenFeature for each name)."""
-    from bert_tf.base.tfrecord import parse_example, read_records
-    for _, data in read_records(path):
-        example = parse_example(data)
-        yield {"linex_index": int(example["linex_index"][0]),
-               "token_ids": example["token_ids"].astype(np.int32),
-               "layers": example["layers"].astype(np.int32).tolist(),
-               "values": example["values"].reshape(example["shape"].tolist())}
+# Yields {linex_index, token_ids, layers, values [n, L, H] float32} of each example of an
+# `--output_format=tfrecord` file, with NumPy alone.
+read_tfrecord_features = read_feature_records
 
 
 def run(args, pipeline_args=()):
@@ -254,9 +245,16 @@ def run(args, pipeline_args=()):
     if not args.init_checkpoint:
         raise ValueError("--init_checkpoint is required")
     check_seq_length(args.max_seq_length)
-    if args.runner is not None:
+    if args.runner is None:
+        storage.check_local([("--input_file", args.input_file),
+                             ("--output_file", args.output_file)])
+    else:
         from bert_tf.data.beam import run_inference
         run_inference(["--runner", args.runner, *pipeline_args], "extract_features")
+        for flag, path in (("--input_file", args.input_file),
+                           ("--output_file", args.output_file)):
+            if storage.is_url(path):
+                storage.check_url(flag, path)
     vocab_file = vocab_beside(args.init_checkpoint, args.vocab_file)
     check_not_inputs([("output_file", args.output_file),
                       ("output_file", args.output_file + TMP_SUFFIX),
@@ -278,8 +276,7 @@ def run(args, pipeline_args=()):
     check_vocab_fits(vocab_file, encoder.bert_config.vocab_size)
     tokenizer = BertTokenizer(vocab_file, do_lower_case=args.do_lower_case)
     made_from = run_inputs(args, vocab_file)
-    if os.path.dirname(args.output_file):
-        os.makedirs(os.path.dirname(args.output_file), exist_ok=True)
+    storage.makedirs_for(args.output_file)
     if args.runner is not None:
         run_beam(args, ["--runner", args.runner, *pipeline_args], made_from, len(examples))
         print(f"{args.output_file}: {len(examples)} examples, {empty} empty lines",
@@ -305,7 +302,7 @@ def run_inputs(args, vocab_file):
     from bert_tf.base.files import fingerprint
     place = checkpoint_place(args.init_checkpoint)
     return {
-        "input_file": fingerprint(args.input_file),
+        "input_file": input_fingerprint(args.input_file),
         "init_checkpoint": fingerprint(place) if place else args.init_checkpoint,
         "vocab_file": fingerprint(vocab_file),
         "bert_config_file": args.bert_config_file and fingerprint(args.bert_config_file),
@@ -313,6 +310,14 @@ def run_inputs(args, vocab_file):
                   "batch_size": args.batch_size, "do_lower_case": args.do_lower_case,
                   "doc_stride": args.doc_stride, "output_format": args.output_format},
     }
+
+
+def input_fingerprint(path):
+    """fingerprint() of the input, a local path or (the Beam engine's) a URL."""
+    from bert_tf.base.files import fingerprint
+    if storage.is_url(path):
+        return {"bytes": storage.getsize(path), "sha256": storage.sha256(path)}
+    return fingerprint(path)
 
 
 def write_features(path, made_from, records, total, window):
@@ -372,14 +377,23 @@ PARTS_SUFFIX = TMP_SUFFIX + ".parts"
 
 
 def part_name(parts, start):
-    return os.path.join(parts, f"part-{start:012d}.jsonl")
+    return f"{parts}/part-{start:012d}.jsonl"
+
+
+def remove_parts(parts):
+    """Removes the parts folder (for a URL: the files under its name)."""
+    import shutil
+    if not storage.is_url(parts):
+        shutil.rmtree(parts, ignore_errors=True)
+        return
+    for path in storage.glob(parts + "/*"):
+        storage.remove(path)
 
 
 class Extractor:
     """What a worker loads once: the encoder's layer model and the examples."""
 
     def __init__(self, settings):
-        from bert_tf.base.files import fingerprint
         from bert_tf.checkpoints.dispatch import load_encoder
         from bert_tf.text.tokenization import BertTokenizer
         self.settings = settings
@@ -389,7 +403,7 @@ class Extractor:
                                        do_lower_case=settings["do_lower_case"])
         self.examples = read_examples(settings["input_file"])
         # Read again in each worker: it must be the file the run fingerprinted.
-        if fingerprint(settings["input_file"]) != settings["input_fingerprint"]:
+        if input_fingerprint(settings["input_file"]) != settings["input_fingerprint"]:
             from bert_tf.data.errors import InputError
             raise InputError(f"--input_file: {settings['input_file']} changed while the "
                              f"run read it; run the same command again")
@@ -406,13 +420,14 @@ class Extractor:
                           doc_stride=s["doc_stride"])
         path = part_name(s["parts"], start)
         line = FORMATS[s["output_format"]]
-        with open(path + TMP_SUFFIX, "wb") as f:
+        with storage.open_write(path + TMP_SUFFIX) as f:
             for record in records:
                 f.write(line(self.tokenizer, self.layers,
                              self.encoder.bert_config.num_hidden_layers, record))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(path + TMP_SUFFIX, path)
+            if not storage.is_url(path):
+                f.flush()
+                os.fsync(f.fileno())
+        storage.replace(path + TMP_SUFFIX, path)
         return end - start
 
 
@@ -421,7 +436,6 @@ def run_beam(args, pipeline_args, made_from, total):
     joined in order into OUTPUT (by way of OUTPUT.tmp) and the parts removed. Parts of
     a run with other inputs or flags (OUTPUT.tmp.parts/plan.json) are removed first."""
     import shutil
-    from bert_tf.base.files import write_json
     from bert_tf.checkpoints.dispatch import vocab_beside
     from bert_tf.data.beam import (element_handler, pipeline_options, run_inference,
                                    worker_errors_in_one_line)
@@ -429,19 +443,17 @@ def run_beam(args, pipeline_args, made_from, total):
     parts = args.output_file + PARTS_SUFFIX
     window = args.batch_size * WINDOW_BATCHES
     plan = {"made_from": made_from, "window": window, "examples": total}
-    plan_path = os.path.join(parts, "plan.json")
+    plan_path = parts + "/plan.json"
     try:
-        with open(plan_path, encoding="utf-8") as f:
-            same = json.load(f) == json.loads(json.dumps(plan))
+        same = json.loads(storage.read_bytes(plan_path)) == json.loads(json.dumps(plan))
     except (OSError, ValueError):
         same = False
-    if not same and os.path.exists(parts):
-        shutil.rmtree(parts)
-    os.makedirs(parts, exist_ok=True)
     if not same:
-        write_json(plan_path, plan)
+        remove_parts(parts)
+        storage.makedirs_for(plan_path)
+        storage.write_text(plan_path, json.dumps(plan, indent=1, sort_keys=True) + "\n")
     starts = list(range(0, total, window))
-    todo = [s for s in starts if not os.path.exists(part_name(parts, s))]
+    todo = [s for s in starts if not storage.exists(part_name(parts, s))]
     if len(todo) < len(starts):
         print(f"resuming {parts}: {len(starts) - len(todo)} of {len(starts)} windows "
               f"already written", file=sys.stderr, flush=True)
@@ -453,7 +465,7 @@ def run_beam(args, pipeline_args, made_from, total):
                 "layers": args.layers, "max_seq_length": args.max_seq_length,
                 "batch_size": args.batch_size, "doc_stride": args.doc_stride,
                 "output_format": args.output_format, "window": window,
-                "parts": os.path.abspath(parts)}
+                "parts": storage.absolute(parts)}
     if todo:
         with worker_errors_in_one_line(), \
                 beam.Pipeline(options=pipeline_options(pipeline_args, [])) as pipeline:
@@ -462,14 +474,15 @@ def run_beam(args, pipeline_args, made_from, total):
                      functools.partial(Extractor, settings),
                      lambda extractor, start: extractor.write_window(start))))
     tmp = args.output_file + TMP_SUFFIX
-    with open(tmp, "wb") as out:
+    with storage.open_write(tmp) as out:
         for start in starts:
-            with open(part_name(parts, start), "rb") as f:
+            with storage.open_read(part_name(parts, start)) as f:
                 shutil.copyfileobj(f, out)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, args.output_file)
-    shutil.rmtree(parts)
+        if not storage.is_url(tmp):
+            out.flush()
+            os.fsync(out.fileno())
+    storage.replace(tmp, args.output_file)
+    remove_parts(parts)
 
 
 def resumable(tmp, progress, made_from):

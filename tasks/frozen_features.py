@@ -24,11 +24,26 @@ The key is the SHA-256 of everything the stored numbers depend on:
 Files are written under a temporary name and renamed when complete (bert_tf/base/files.py):
 a run stopped half-way leaves no file that a later run would take for whole. Files of
 other keys are left in place (delete CACHE_DIR to reclaim the space).
+
+Features written beforehand (`--extracted_features`): `extracted_features` reads them
+from bert_tf.extract_features' `--output_format=tfrecord` files instead of running the
+encoder over the whole file (a corpus embedded once, on Beam or on another machine, and
+trained on many times). A record is found by its word pieces: each sentence's pieces,
+between [CLS] and [SEP], must be those of a record (extract_features over the sentences'
+texts, one a line, with the run's vocabulary and casing, `--layers` covering the layer
+choice, and `--doc_stride` for a sentence longer than the sequence). A window of a long
+sentence reads its pieces' vectors from the record of the whole sentence (each piece
+from the window where it had the most context). Before any is used, the encoder runs
+on a few single-window sentences and must give the records' values (to 1e-4 of their
+scale in float32): records of another checkpoint, or of another layer than they say,
+are refused in one line instead of trained on.
 """
 
+import contextlib
 import hashlib
 import json
 import os
+import re
 
 import numpy as np
 
@@ -99,7 +114,125 @@ def frozen_features(frozen, inputs, cache_dir=None, batch_size=32):
     return values
 
 
-def _compute(frozen, inputs, batch_size):
+# Sequences the encoder runs on to check that extracted features are its own.
+CHECKED_SEQUENCES = 8
+
+
+def extracted_features(frozen, inputs, pattern, source):
+    """What `frozen_features` gives for `inputs` (NER's features: token ids, padding_mask,
+    sentence_index, piece_start), read from the extract_features TFRecord files `pattern`
+    names (comma-separated globs) as the module docstring says; ValueError in one line
+    naming `source` (the data file) or the records file when they cannot give them."""
+    from bert_tf.base.file_patterns import expand_file_patterns
+    from bert_tf.base.feature_records import read_feature_records
+    files = expand_file_patterns(pattern, flag="--extracted_features")
+    lengths = row_lengths(inputs["padding_mask"])
+    sentences = _sentence_pieces(inputs, lengths)
+    wanted = {np.asarray(tokens, np.int32).tobytes(): None for tokens in sentences.values()}
+    num_layers = frozen.encoder.bert_config.num_hidden_layers
+    hidden = frozen.encoder.bert_config.hidden_size
+    needed = [i - 1 for i in frozen.indexes]             # hidden[0] is the embeddings
+    if min(needed) < 0:
+        raise ValueError(f"--extracted_features: --feature_layers={frozen.feature_layers} "
+                         f"reads the embeddings, which extract_features does not write")
+    for path in files:
+        _check_layout(path)
+        for record in read_feature_records(path):
+            key = record["token_ids"].tobytes()
+            if key not in wanted or wanted[key] is not None:
+                continue
+            layers, values = record["layers"], record["values"]
+            if values.shape[-1] != hidden or max(layers) >= num_layers:
+                raise ValueError(
+                    f"--extracted_features: {path} holds layers {_layer_list(layers)} of "
+                    f"width {values.shape[-1]}; the encoder has {num_layers} layers of "
+                    f"width {hidden}")
+            missing = [i for i in needed if i not in layers]
+            if missing:
+                raise ValueError(
+                    f"--extracted_features: {path} holds layers {_layer_list(layers)}; "
+                    f"--feature_layers={frozen.feature_layers} reads layers "
+                    f"{_layer_list(needed)} (extract_features --layers="
+                    f"{','.join(str(i - num_layers) for i in needed)})")
+            wanted[key] = values[:, [layers.index(i) for i in needed]]    # [n, k, H]
+    absent = [s for s, tokens in sentences.items()
+              if wanted[np.asarray(tokens, np.int32).tobytes()] is None]
+    if absent:
+        raise ValueError(
+            f"--extracted_features: {len(absent)} of {len(sentences)} sentences of {source} "
+            f"have no record of their word pieces in {pattern} (the first: sentence "
+            f"{absent[0] + 1}); run bert_tf.extract_features --output_format=tfrecord over "
+            f"the sentences' texts with this run's vocabulary and casing (and --doc_stride "
+            f"for sentences longer than the sequence)")
+    parts = []
+    for row, length in enumerate(lengths):
+        values = wanted[np.asarray(sentences[inputs["sentence_index"][row]],
+                                   np.int32).tobytes()]
+        start = inputs["piece_start"][row]
+        read = np.concatenate([[0], np.arange(start + 1, start + length - 1),
+                               [len(values) - 1]])
+        parts.append(values[read])
+    stacked = np.concatenate(parts).astype(np.float32)                   # [T, k, H]
+    values = stacked if frozen.mixed else stacked.reshape(len(stacked), -1)
+    _check_encoder(frozen, inputs, lengths, values, pattern)
+    print(f"frozen features: {len(lengths)} sequences of {source} read from {pattern}",
+          flush=True)
+    return values
+
+
+def _sentence_pieces(inputs, lengths):
+    """{sentence index: its token ids [CLS] pieces [SEP]}, put back together from the
+    rows (windows) of each sentence."""
+    pieces, ends = {}, {}
+    for row, length in enumerate(lengths):
+        s, start = int(inputs["sentence_index"][row]), int(inputs["piece_start"][row])
+        tokens = inputs["token_ids"][row, :length]
+        known = pieces.setdefault(s, {})
+        for k, token in enumerate(tokens[1:-1]):
+            known[start + k] = int(token)
+        ends[s] = (int(tokens[0]), int(tokens[-1]))
+    return {s: [ends[s][0]] + [known[k] for k in range(len(known))] + [ends[s][1]]
+            for s, known in pieces.items()}
+
+
+def _check_layout(path):
+    """ValueError unless `path` starts like a TFRecord file (JSON lines are named)."""
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if re.match(rb"\s*\{", head):
+        raise ValueError(f"--extracted_features: {path} is extract_features' JSON layout; "
+                         f"write the features with --output_format=tfrecord")
+
+
+def _layer_list(layers):
+    return ",".join(str(i) for i in sorted(layers))
+
+
+def _check_encoder(frozen, inputs, lengths, values, pattern):
+    """ValueError unless the encoder gives `values` (extracted) on up to CHECKED_SEQUENCES
+    rows that are whole sentences (one window each: their records hold what the encoder
+    computes on exactly those inputs)."""
+    from bert_tf.models.task_models import encoder_policy
+    counts = np.bincount(inputs["sentence_index"])
+    rows = [r for r in range(len(lengths))
+            if counts[inputs["sentence_index"][r]] == 1][:CHECKED_SEQUENCES]
+    if not rows:
+        return
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    sample = {name: np.asarray(inputs[name])[rows] for name in INPUT_NAMES}
+    computed = _compute(frozen, sample, CHECKED_SEQUENCES, quiet=True)
+    given = np.concatenate([values[starts[r]:starts[r + 1]] for r in rows])
+    scale = float(np.abs(computed).max())
+    tolerance = 1e-4 if encoder_policy(frozen.encoder).compute_dtype == "float32" else 3e-2
+    worst = float(np.abs(computed - given).max())
+    if worst > tolerance * scale:
+        raise ValueError(
+            f"--extracted_features: the records in {pattern} are not this encoder's "
+            f"features (they differ from what it computes by up to {worst:.3g}, at a scale "
+            f"of {scale:.3g}): extract them with the run's --init_checkpoint")
+
+
+def _compute(frozen, inputs, batch_size, quiet=False):
     import tensorflow as tf
 
     from bert_tf.text import batching
@@ -110,19 +243,26 @@ def _compute(frozen, inputs, batch_size):
         {name: np.asarray(inputs[name], np.int32) for name in INPUT_NAMES})
         .batch(batch_size).map(batching.trim_to_longest))
     parts = []
-    with progress_bar(len(inputs["padding_mask"]), "frozen features", unit="seq") as bar:
+    with (contextlib.nullcontext() if quiet else
+          progress_bar(len(inputs["padding_mask"]), "frozen features", unit="seq")) as bar:
         for batch in dataset:
             out = np.asarray(run(batch)).astype(np.float32)        # [b, w, ...]
             parts.append(out[batch["padding_mask"].numpy() > 0])   # [real positions, ...]
-            bar.update(len(out))
+            if bar is not None:
+                bar.update(len(out))
     return np.concatenate(parts)
 
 
-def head_and_features(model, features, cache_dir, batch_size=32):
+def head_and_features(model, features, cache_dir, batch_size=32, extracted=None,
+                      source=None):
     """(the head of a feature-based BertTokenClassifier, `features` with "frozen": its
-    frozen layers' outputs, `frozen_features`) for `ner.make_dataset`."""
-    frozen = frozen_features(model.get_layer("frozen_layers"), features, cache_dir,
-                             batch_size)
+    frozen layers' outputs, `frozen_features`, or `extracted_features` from the files
+    `extracted` names, for the data file `source`) for `ner.make_dataset`."""
+    layer = model.get_layer("frozen_layers")
+    if extracted:
+        frozen = extracted_features(layer, features, extracted, source)
+    else:
+        frozen = frozen_features(layer, features, cache_dir, batch_size)
     return model.feature_head_model(), dict(features, frozen=frozen)
 
 

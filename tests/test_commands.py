@@ -52,8 +52,8 @@ FLAGS = {
         warmup_proportion weight_decay window_pooling""",
     "tasks.ner": """
         bert_config_file cache_features cpu_devices do_eval do_lower_case do_predict
-        do_train doc_stride eval_batch_size eval_file feature_based feature_head
-        feature_layers
+        do_train doc_stride eval_batch_size eval_file extracted_features feature_based
+        feature_head feature_layers
         feature_lstm_units init_checkpoint learning_rate length_batching line_unit
         max_seq_length mixed_precision num_train_epochs output_dir predict_batch_size predict_file
         save_checkpoints_steps seed strategy tpu train_batch_size train_file vocab_file

@@ -1292,11 +1292,13 @@ def test_batch_predict_refuses_a_prefix_another_job_writes(all_exports, tmp_path
 def test_batch_predict_on_beam_writes_the_local_bytes(all_exports, tmp_path, monkeypatch,
                                                       capsys):
     """--runner=DirectRunner, two worker processes (RunInference, the export loaded once
-    per worker): the local engine's bytes for NER (.txt), SQuAD (.jsonl) and SWAG (.csv),
-    and at URLs of a Beam file system (bertfs://, tests/beam_urlfs.py) too."""
+    per worker): the local engine's bytes for every export kind: sentence-pair
+    classification (.csv), embeddings and fill-mask (.txt), NER (.txt), SQuAD (.jsonl)
+    and SWAG (.csv); and at URLs of a Beam file system (bertfs://, tests/beam_urlfs.py)
+    too."""
     from tests import beam_urlfs  # noqa: F401  (registers bertfs:// with Beam)
     pytest.importorskip("apache_beam")
-    for name in ("ner", "squad", "swag"):
+    for name in ("mrpc", "bert_embeddings", "bert_fill_mask", "ner", "squad", "swag"):
         source, _, _ = batch_input(name, str(tmp_path))
         flags = [f"--model_dir={all_exports[name]}", "--shard_lines=4",
                  "--max_batch_size=3"]

@@ -5,6 +5,7 @@ bad input."""
 import json
 import os
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -238,11 +239,12 @@ def test_a_long_text_in_windows_equals_the_windowed_reference(tmp_path, minilm_d
 
 @pytest.mark.slow
 def test_beam_engine_writes_the_local_bytes_and_resumes_after_kill_9(tmp_path, minilm_dir,
-                                                                    capsys):
+                                                                    capsys, monkeypatch):
     """--runner=DirectRunner with two worker processes (RunInference, the encoder loaded
     once per worker) writes the local engine's bytes, windows of long texts and pairs
     included; a Beam run killed with SIGKILL once a window's part is written is finished
-    by the same command with those bytes, and a Beam flag we do not know is refused."""
+    by the same command with those bytes, and a Beam flag we do not know is refused.
+    Input and output at URLs give the same bytes."""
     import signal
     import subprocess
     import sys
@@ -287,6 +289,27 @@ def test_beam_engine_writes_the_local_bytes_and_resumes_after_kill_9(tmp_path, m
     assert err == ("error: --no_such_beam_flag: not a flag of extract_features, nor one of "
                    "Apache Beam's pipeline options")
     assert not os.path.exists(tmp_path / "x.jsonl.tmp.parts")
+    # At URLs of a Beam file system (bertfs://, tests/beam_urlfs.py: a stand-in for gs://),
+    # on the in-process runner: the same bytes; the local engine refuses a URL.
+    from tests import beam_urlfs  # noqa: F401  (registers bertfs:// with Beam)
+    bucket = tmp_path / "bucket"
+    monkeypatch.setenv("BERT_TF_URLFS_ROOT", str(bucket))
+    os.makedirs(bucket / "in")
+    (bucket / "in" / "input.txt").write_text("\n".join(lines[:64]) + "\n", encoding="utf-8")
+    url_flags = [f if f != str(input_file) else "bertfs://in/input.txt" for f in flags]
+    extract_features.main([*url_flags, "--output_file", "bertfs://out/features.jsonl",
+                           "--runner=DirectRunner"])          # its first two windows
+    assert open(bucket / "out" / "features.jsonl", "rb").read() == b"".join(
+        data.splitlines(keepends=True)[:64])
+    assert [os.path.relpath(os.path.join(d, f), bucket / "out")      # (an object store
+            for d, _, files in os.walk(bucket / "out") for f in files] == [  # has no folders)
+        "features.jsonl"]
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        extract_features.main([*url_flags, "--output_file", str(tmp_path / "y.jsonl")])
+    assert capsys.readouterr().err.strip() == (
+        "error: --input_file: bertfs://in/input.txt is a URL: only the Beam engine "
+        "(--runner=..., Apache Beam's file systems) reads and writes URLs; give a local path")
 
 
 def test_a_beam_worker_refuses_an_input_that_changed_since_the_plan(tmp_path, minilm_dir):

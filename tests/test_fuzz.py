@@ -323,6 +323,15 @@ text_rows(NER, "train_file", "conll", ner)
 flag_rows(NER, ner, [
     ({"num_train_epochs": -1}, "--num_train_epochs must be a positive number, got -1.0"),
     ({"feature_lstm_units": 0}, "--feature_lstm_units must be a positive number, got 0"),
+    ({"feature_based": True, "extracted_features": "@root/nope*.tfrecord"},
+     "--extracted_features: no file matches '{root}/nope*.tfrecord'"),
+    ({"feature_based": True, "extracted_features": "@shard_dir"},
+     "--extracted_features: {shard_dir} is a directory"),
+    ({"feature_based": True, "feature_layers": "last", "extracted_features": "@shard_cut"},
+     "{shard_cut}: record at byte 0 is not an extract_features record"),
+    ({"feature_based": True, "feature_layers": "last",
+      "extracted_features": "@conll_latin1"},
+     "{conll_latin1}: record at byte 0 has a bad length checksum"),
 ])
 SWAG = "tasks.swag"
 swag = lambda ns, out, flags: task_argv(lambda ns, out: ns.swag["good"])(  # noqa: E731

@@ -247,6 +247,111 @@ def test_cached_features_give_the_uncached_results(tmp_path, minilm_dir, capsys)
         "error: --feature_layers=last, but the run in " + cached + " was trained with sum_all")
 
 
+def sentence_lines(path, *conll_files):
+    """The sentences' texts of CoNLL files, one a line (extract_features' input)."""
+    with open(path, "w", encoding="utf-8") as f:
+        for conll in conll_files:
+            f.writelines(s.text + "\n" for s in ner.read_conll(conll).sentences)
+    return str(path)
+
+
+def tfrecord_of(record, values):
+    """An extract_features TFRecord of `record` (read_tfrecord_features) with `values`
+    [n, L, H] in place of its own."""
+    from bert_tf.extract_features import tfrecord_line
+    return tfrecord_line(None, record["layers"], 6, (
+        record["linex_index"], record["token_ids"].tolist(), list(values.transpose(1, 0, 2))))
+
+
+@pytest.mark.slow
+def test_extracted_features_train_as_the_encoders_own(tmp_path, minilm_dir, capsys):
+    """extract_features' TFRecord output over the files' sentences read with
+    --extracted_features: the scores and predictions of the run that computes its
+    features. A sentence of three windows reads each window's pieces from the whole
+    sentence's record; its words are one piece each, so extract_features' windows (its
+    --doc_stride the NER run's) are NER's and each word's vector comes from the window
+    NER reads it from. Records that miss a sentence, lack a layer, come from another
+    encoder, or are the JSON layout: one error line each, before training."""
+    from bert_tf import extract_features
+    train = make_conll(str(tmp_path / "train.txt"), 40, TRAIN_ENTITIES, 1)
+    dev = make_conll(str(tmp_path / "dev.txt"), 12, HELD_OUT_ENTITIES, 2, columns=2)
+    with open(dev, "a", encoding="utf-8") as f:      # one sentence of three windows
+        f.write("".join(f"{w} O\n" for w in ("the river flows past the old mill " * 4)
+                        .split()) + "\n")
+    feats = str(tmp_path / "feats.tfrecord")
+    extract = ["--init_checkpoint", str(minilm_dir), "--layers=-1,-2,-3,-4", "--max_seq_length=24",
+               "--doc_stride=11", "--output_format=tfrecord"]    # the NER run's default
+    extract_features.main([f"--input_file={sentence_lines(tmp_path / 'lines.txt', train, dev)}",
+                           f"--output_file={feats}", *extract])
+    flags = ["--init_checkpoint", str(minilm_dir), "--do_train", "--train_file", train,
+             "--do_eval", "--eval_file", dev, "--train_batch_size", "8",
+             "--num_train_epochs", "1", "--learning_rate", "0.01", "--feature_based"]
+    computed = ner_cli(str(tmp_path / "computed"), dev, *flags)
+    read = ner_cli(str(tmp_path / "read"), dev, *flags, f"--extracted_features={feats}")
+    assert read == pytest.approx(computed, abs=1e-6)
+    assert computed["eval_f1"] > 10.0
+    out = capsys.readouterr().out
+    assert f"sequences of {train} read from {feats}" in out
+    assert not os.path.exists(tmp_path / "read" / "feature_cache")
+    with open(tmp_path / "read" / "predictions.txt") as a, \
+            open(tmp_path / "computed" / "predictions.txt") as b:
+        assert a.read() == b.read()
+
+    train_only = str(tmp_path / "train_only.tfrecord")       # the training sentences'
+    with open(train_only, "wb") as f:
+        for record in extract_features.read_tfrecord_features(feats):
+            if record["linex_index"] < 40:
+                f.write(tfrecord_of(record, record["values"]))
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        ner_cli(str(tmp_path / "refused"), dev, *flags, f"--extracted_features={train_only}")
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: --extracted_features: 13 of 13 sentences of {dev} have no record of their "
+        f"word pieces in {train_only} (the first: sentence 1); run bert_tf.extract_features "
+        "--output_format=tfrecord over the sentences' texts with this run's vocabulary and "
+        "casing (and --doc_stride for sentences longer than the sequence)"]
+    assert not os.path.exists(tmp_path / "refused")        # refused before any write
+
+    # The other refusals, from the reader itself.
+    from bert_tf.checkpoints import load_encoder
+    from bert_tf.models.task_layers import FrozenLastLayers
+    from bert_tf.text.tokenization import BertTokenizer
+    tokenizer = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
+    _, features, _ = ner.featurize(dev, tokenizer, LABELS, 24)
+    encoder = load_encoder(str(minilm_dir))
+
+    def refused(records, layers, message):
+        with pytest.raises(ValueError) as error:
+            frozen_features.extracted_features(FrozenLastLayers(encoder, layers), features,
+                                               records, dev)
+        assert str(error.value) == message
+
+    refused(feats, "sum_all", f"--extracted_features: {feats} holds layers 2,3,4,5; "
+            "--feature_layers=sum_all reads layers 0,1,2,3,4,5 (extract_features "
+            "--layers=-6,-5,-4,-3,-2,-1)")
+    refused(feats, "embeddings", "--extracted_features: --feature_layers=embeddings reads "
+            "the embeddings, which extract_features does not write")
+    json_file = str(tmp_path / "feats.jsonl")
+    with open(json_file, "w") as f:
+        f.write('{"linex_index": 0, "features": []}\n')
+    refused(json_file, "last", f"--extracted_features: {json_file} is extract_features' "
+            "JSON layout; write the features with --output_format=tfrecord")
+    # Another encoder's features for the same pieces (what a wrong checkpoint gives):
+    # each layer's values under another layer's number.
+    other = str(tmp_path / "other.tfrecord")
+    with open(other, "wb") as f:
+        for record in extract_features.read_tfrecord_features(feats):
+            f.write(tfrecord_of(record, record["values"][:, ::-1]))
+    with pytest.raises(ValueError) as error:
+        frozen_features.extracted_features(FrozenLastLayers(encoder), features, other, dev)
+    assert str(error.value).startswith(
+        f"--extracted_features: the records in {other} are not this encoder's features "
+        "(they differ from what it computes by up to ")
+    frozen = FrozenLastLayers(encoder, "sum_last_four")          # the records' own: read
+    assert frozen_features.extracted_features(frozen, features, feats, dev).shape == (
+        features["padding_mask"].sum(), 4, 384)
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--feature_based", "--feature_layers=first"],
      "--feature_layers must be one of embeddings, second_to_last, last, sum_last_four, "
@@ -254,6 +359,12 @@ def test_cached_features_give_the_uncached_results(tmp_path, minilm_dir, capsys)
     (["--feature_based", "--feature_head=gru"],
      "--feature_head must be one of linear, bilstm; got 'gru'"),
     (["--feature_layers=last"], "--feature_layers=last needs --feature_based"),
+    (["--extracted_features=feats.tfrecord"],
+     "--extracted_features needs --feature_based (and --cache_features, the head run "
+     "alone on stored features)"),
+    (["--feature_based", "--cache_features=false", "--extracted_features=feats.tfrecord"],
+     "--extracted_features needs --feature_based (and --cache_features, the head run "
+     "alone on stored features)"),
     (["--feature_based", "--feature_lstm_units=64"],
      "--feature_lstm_units needs --feature_head=bilstm"),
     (["--feature_based", "--feature_head=bilstm", "--feature_lstm_units=0"],

@@ -75,7 +75,7 @@ def match(pattern, glob_fn=glob.glob, exists=os.path.exists, skip=()):
 
 
 
-def expand_file_patterns(patterns, skip=(), fs=LOCAL, allow_empty=False):
+def expand_file_patterns(patterns, skip=(), fs=LOCAL, allow_empty=False, flag="--input_file"):
     """Comma-separated globs (or a list of them) -> sorted file list; an error names a
     pattern that matches nothing. A path that exists as written is taken literally, and
     a glob skips the project's side files (`train.summary.json` beside `train-*` shards)
@@ -84,20 +84,20 @@ def expand_file_patterns(patterns, skip=(), fs=LOCAL, allow_empty=False):
     when the run resumes as when it started (not its `train/` summaries and
     `train_log.jsonl`). A folder is refused, and an empty file unless `allow_empty` (a
     reader that names an empty shard itself, when it reaches it). `fs`: the file system's
-    calls (LOCAL, or tf.io.gfile's)."""
+    calls (LOCAL, or tf.io.gfile's); `flag`: the flag the errors name."""
     files = []
     for pattern in split_patterns(patterns):
         matched = match(pattern, fs.glob, fs.exists, skip=skip)
         if not matched:
-            raise FileNotFoundError(f"--input_file: no file matches {pattern!r}")
+            raise FileNotFoundError(f"{flag}: no file matches {pattern!r}")
         files.extend(matched)
     files = sorted(set(files))
     for file in files:
         # A repeated stream of nothing would wait forever for its first batch.
         if fs.isdir(file):
-            raise ValueError(f"--input_file: {file} is a directory (give a glob of its "
+            raise ValueError(f"{flag}: {file} is a directory (give a glob of its "
                              f"shards, e.g. {file.rstrip('/')}/*.tfrecord)")
         if not allow_empty and fs.size(file) == 0:
-            raise ValueError(f"--input_file: {file} is empty (0 bytes, no records); "
+            raise ValueError(f"{flag}: {file} is empty (0 bytes, no records); "
                              f"remove it or write the shards again")
     return files

@@ -44,7 +44,10 @@ dense layer (linear, the default) or the paper's two-layer BiLSTM before it (bil
 --feature_lstm_units per direction). The encoder runs once over each file: its features
 are kept in OUTPUT_DIR/feature_cache/ (tasks/frozen_features.py says what the files are
 keyed by), and only the head runs at each step (--cache_features=false: the whole model
-runs, the same numbers).
+runs, the same numbers). --extracted_features=PATTERN reads them instead from
+bert_tf.extract_features' TFRecord output (`--output_format=tfrecord`, on the local or
+the Beam engine) over the files' sentences, checked against the encoder first
+(frozen_features.py's `extracted_features`).
 
 The reader's units (data.py), create_features' first pieces and IGNORE labels, word_tags'
 read-back and write_predictions' lines are one path from a file's lines to
@@ -94,6 +97,8 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
                                                            the window where the unit has
                                                            the most context, else -1
       sentence_index                        int32 [N]
+      piece_start                           int32 [N]      where the window's first piece
+                                                           is among its sentence's pieces
 
     word_pieces: one list of piece ids per unit of every sentence, in order (see
     `tokenize_sentences`). Units the tokenizer deletes entirely (control characters only)
@@ -141,7 +146,8 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
                         report["unknown_label"] += 1
                 position += len(pieces[w])
             for key, value in dict(packed, label_ids=labels_row, word_index=words_row,
-                                   sentence_index=s).items():
+                                   sentence_index=s,
+                                   piece_start=sum(lengths[:first])).items():
                 rows[key].append(value)
     features = {k: np.asarray(v, np.int32) for k, v in rows.items()}
     report["sentences"] = len(sentences)
@@ -292,6 +298,7 @@ class NerConfig(driver.FineTuneConfig):
     feature_head: str = "linear"
     feature_lstm_units: int = DEFAULT_LSTM_UNITS
     cache_features: bool = True
+    extracted_features: str = None   # extract_features' TFRecord files (frozen_features.py)
     line_unit: str = "auto"          # what a line of the files holds (data.py's LINE_UNITS)
     doc_stride: int = None           # training: half a window; later runs: the trained run's
 
@@ -331,6 +338,9 @@ class NerTask(Task):
                              f"{config.feature_lstm_units}")
         if config.feature_lstm_units != DEFAULT_LSTM_UNITS and config.feature_head != "bilstm":
             raise ValueError("--feature_lstm_units needs --feature_head=bilstm")
+        if config.extracted_features and not (config.feature_based and config.cache_features):
+            raise ValueError("--extracted_features needs --feature_based (and "
+                             "--cache_features, the head run alone on stored features)")
         if config.line_unit not in ("auto",) + LINE_UNITS:
             raise ValueError(f"--line_unit must be one of auto, {', '.join(LINE_UNITS)}; "
                              f"got {config.line_unit!r}")
@@ -373,7 +383,7 @@ class NerTask(Task):
             self.labels, config.max_seq_length, config.do_lower_case, config.feature_based,
             doc_stride=config.doc_stride, **config.feature_settings())
 
-    def read_eval(self, config, settings, tokenizer):
+    def _read_eval(self, config, settings, tokenizer):
         if not config.do_eval:
             return None
         return featurize(config.eval_file, tokenizer, settings["labels"],
@@ -383,27 +393,52 @@ class NerTask(Task):
     def validation(self, evaluation):
         return evaluation[1]
 
+    def read_eval(self, config, settings, tokenizer):
+        self._evaluation = evaluation = self._read_eval(config, settings, tokenizer)
+        return evaluation
+
     def build_model(self, encoder, config, settings, train=None):
-        return self.model_class.from_settings(encoder, settings)  # as load_task_model does
+        model = self.model_class.from_settings(encoder, settings)  # as load_task_model does
+        if config.extracted_features and model.feature_based:
+            # Read (and checked) now, before the run writes anything.
+            evaluation = getattr(self, "_evaluation", None)
+            for features, source in ((train, config.train_file),
+                                     (evaluation and evaluation[1], config.eval_file)):
+                if features is not None:
+                    features["frozen"] = frozen_features.extracted_features(
+                        model.get_layer("frozen_layers"), features,
+                        config.extracted_features, source)
+        return model
 
     def compile(self, model, optimizer, config, jit_compile):
         compile_ner_model(model, optimizer)
 
-    def _cached(self, model, config, features):
+    def training_files(self, config):
+        files = super().training_files(config)
+        if config.extracted_features:
+            from bert_tf.base.file_patterns import expand_file_patterns
+            files += [("--extracted_features", path) for path in expand_file_patterns(
+                config.extracted_features, flag="--extracted_features")]
+        return files
+
+    def _cached(self, model, config, features, source):
         """(the model to run, its features): with --feature_based and --cache_features,
-        the head alone on the frozen encoder's features (computed once, kept on disk)."""
+        the head alone on the frozen encoder's features (computed once, kept on disk, or
+        read from --extracted_features) for the data file `source`."""
         if not (model.feature_based and config.cache_features):
             return model, features
+        if "frozen" in features:                      # read in build_model
+            return model.feature_head_model(), features
         return frozen_features.head_and_features(
             model, features, os.path.join(config.output_dir, "feature_cache"),
-            config.eval_batch_size)
+            config.eval_batch_size, config.extracted_features, source)
 
     def trainer(self, model, train, validation, config, settings):
-        head, train = self._cached(model, config, train)
+        head, train = self._cached(model, config, train, config.train_file)
         if head is not model:
             compile_ner_model(head, model.optimizer)
             if validation is not None:
-                validation = self._cached(model, config, validation)[1]
+                validation = self._cached(model, config, validation, config.eval_file)[1]
         return head, train, validation
 
     def dataset(self, features, config, settings, training):
@@ -415,7 +450,7 @@ class NerTask(Task):
         conll, features = evaluation
         if conll.columns == 1:
             raise ValueError(f"{config.eval_file}: no gold tags to evaluate (one column)")
-        model, features = self._cached(model, config, features)
+        model, features = self._cached(model, config, features, config.eval_file)
         tags = predict_tags(model, conll, features, settings["labels"],
                             config.eval_batch_size, driver.length_batching(config, False))
         return _score("eval", conll, tags)
@@ -424,7 +459,7 @@ class NerTask(Task):
         conll, features, _ = featurize(config.predict_file, tokenizer, settings["labels"],
                                        config.max_seq_length, line_unit=config.line_unit,
                                        doc_stride=config.doc_stride)
-        model, features = self._cached(model, config, features)
+        model, features = self._cached(model, config, features, config.predict_file)
         tags = predict_tags(model, conll, features, settings["labels"],
                             config.predict_batch_size, driver.length_batching(config, False))
         write_predictions(os.path.join(config.output_dir, "predictions.txt"), conll, tags)
