@@ -302,7 +302,7 @@ def run_inputs(args, vocab_file):
     from bert_tf.base.files import fingerprint
     place = checkpoint_place(args.init_checkpoint)
     return {
-        "input_file": input_fingerprint(args.input_file),
+        "input_file": storage.fingerprint(args.input_file),
         "init_checkpoint": fingerprint(place) if place else args.init_checkpoint,
         "vocab_file": fingerprint(vocab_file),
         "bert_config_file": args.bert_config_file and fingerprint(args.bert_config_file),
@@ -310,14 +310,6 @@ def run_inputs(args, vocab_file):
                   "batch_size": args.batch_size, "do_lower_case": args.do_lower_case,
                   "doc_stride": args.doc_stride, "output_format": args.output_format},
     }
-
-
-def input_fingerprint(path):
-    """fingerprint() of the input, a local path or (the Beam engine's) a URL."""
-    from bert_tf.base.files import fingerprint
-    if storage.is_url(path):
-        return {"bytes": storage.getsize(path), "sha256": storage.sha256(path)}
-    return fingerprint(path)
 
 
 def write_features(path, made_from, records, total, window):
@@ -403,7 +395,7 @@ class Extractor:
                                        do_lower_case=settings["do_lower_case"])
         self.examples = read_examples(settings["input_file"])
         # Read again in each worker: it must be the file the run fingerprinted.
-        if input_fingerprint(settings["input_file"]) != settings["input_fingerprint"]:
+        if storage.fingerprint(settings["input_file"]) != settings["input_fingerprint"]:
             from bert_tf.data.errors import InputError
             raise InputError(f"--input_file: {settings['input_file']} changed while the "
                              f"run read it; run the same command again")

@@ -364,8 +364,7 @@ def make_plan(args, version, signature, max_text_bytes):
             "max_text_bytes": int(max_text_bytes), "max_batch_size": args.max_batch_size,
             "bad_lines": args.bad_lines, "num_shards": len(jobs), "jobs": jobs,
             "model": model, "stats": stats,
-            "files": {p: {"bytes": storage.getsize(p), "sha256": storage.sha256(p)}
-                      for p in files}}
+            "files": {p: storage.fingerprint(p) for p in files}}
 
 
 def check_unchanged(plan, path):

@@ -166,6 +166,12 @@ def sha256(path):
     return file_sha256(path, open_read)
 
 
+def fingerprint(path):
+    """The file `path` by content, {"bytes", "sha256"}: bert_tf/base/files.py's
+    fingerprint of a local file, for a URL too."""
+    return {"bytes": getsize(path), "sha256": sha256(path)}
+
+
 def write_text(path, text):
     """`text` (UTF-8) to `path` whole or not at all."""
     if not is_url(path):
