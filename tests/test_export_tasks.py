@@ -1087,6 +1087,10 @@ def test_c_api_client_loads_and_answers_like_python(all_exports, classifier_runs
 
 BEAM_WORKERS = ["--runner=DirectRunner", "--direct_running_mode=multi_processing",
                 "--direct_num_workers=2"]
+# Two workers as threads of the test's own process: the same bundles and per-worker model
+# loads without two processes starting TensorFlow and Beam (~15 CPU-s each).
+BEAM_THREADS = ["--runner=DirectRunner", "--direct_running_mode=multi_threading",
+                "--direct_num_workers=2"]
 
 
 def batch_input(name, folder):
@@ -1291,11 +1295,12 @@ def test_batch_predict_refuses_a_prefix_another_job_writes(all_exports, tmp_path
 @pytest.mark.slow
 def test_batch_predict_on_beam_writes_the_local_bytes(all_exports, tmp_path, monkeypatch,
                                                       capsys):
-    """--runner=DirectRunner, two worker processes (RunInference, the export loaded once
-    per worker): the local engine's bytes for every export kind: sentence-pair
+    """--runner=DirectRunner with two workers (RunInference, the export loaded once per
+    worker): the local engine's bytes for every export kind: sentence-pair
     classification (.csv), embeddings and fill-mask (.txt), NER (.txt), SQuAD (.jsonl)
     and SWAG (.csv); and at URLs of a Beam file system (bertfs://, tests/beam_urlfs.py)
-    too."""
+    too. SQuAD and the URL run take two worker processes (the pickled DoFn loads the
+    export in each), the other kinds two worker threads of this process."""
     from tests import beam_urlfs  # noqa: F401  (registers bertfs:// with Beam)
     pytest.importorskip("apache_beam")
     for name in ("mrpc", "bert_embeddings", "bert_fill_mask", "ner", "squad", "swag"):
@@ -1305,7 +1310,8 @@ def test_batch_predict_on_beam_writes_the_local_bytes(all_exports, tmp_path, mon
         batch_predict(*flags, f"--input_file={source}",
                       f"--output_file={tmp_path / 'local' / name}")
         batch_predict(*flags, f"--input_file={source}",
-                      f"--output_file={tmp_path / 'beam' / name}", *BEAM_WORKERS)
+                      f"--output_file={tmp_path / 'beam' / name}",
+                      *(BEAM_WORKERS if name == "squad" else BEAM_THREADS))
         local = read_shards(str(tmp_path / "local" / name))[0]
         assert read_shards(str(tmp_path / "beam" / name))[0] == local, name
     bucket = tmp_path / "bucket"
