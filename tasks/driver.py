@@ -161,13 +161,11 @@ def check_output_dir(task, config):
     of the files it writes is an input (bert_tf/base/checks.py)."""
     from bert_tf.base.checks import check_not_inputs
     from tasks.resume import RESUME_DIR
-    files = [(f"--{name}", getattr(config, name, None))
-             for name in ("vocab_file", "bert_config_file", "train_file", "dev_file",
-                          "eval_file", "predict_file", "test_file", "label_file")]
-    check_not_inputs([("output_dir", config.output_dir)], files,
+    check_not_inputs([("output_dir", config.output_dir)], task.input_files(config),
                      checkpoints=[("--init_checkpoint", config.init_checkpoint)]
                      if config.do_train else [],
-                     writes=(f"{task.name}_config.json", RESUME_DIR) + RUN_FILES)
+                     writes=(f"{task.name}_config.json", RESUME_DIR, *RUN_FILES,
+                             *task.written_files(config)))
 
 
 # ----------------------------------------------------------------------------- steps

@@ -72,6 +72,21 @@ class Task:
         """The training data, in whatever form `dataset` and `settings` take."""
         raise NotImplementedError
 
+    def input_files(self, config):
+        """[(flag, path)] of every file the run may read beside its checkpoint: the driver
+        refuses an --output_dir that is one of them or would write over one
+        (`check_output_dir`). Default: the shared data, vocabulary and config flags."""
+        names = ("vocab_file", "bert_config_file", "train_file", "dev_file", "eval_file",
+                 "predict_file", "test_file", "label_file")
+        return [(f"--{name}", getattr(config, name, None)) for name in names]
+
+    def written_files(self, config):
+        """Names (globs allowed) the run writes into --output_dir beside the files every
+        run writes (tasks/driver.py's RUN_FILES): its predictions and caches. An input
+        under one of these names inside --output_dir is refused before anything is
+        written, as it would be overwritten."""
+        return ()
+
     def training_files(self, config):
         """[(flag, path)] of what a training run learns from: its training data and, with
         --do_eval, the validation data that picks best.weights.h5 (files or folders).

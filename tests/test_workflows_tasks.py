@@ -2,7 +2,9 @@
 settings leaves the run folder byte for byte as it was; a SQuAD v2.0 file, JSONL labels
 of mixed JSON kinds, --do_lower_case=false over an uncased vocabulary and a
 --max_seq_length without room for the text are each one `error:` line before anything
-is written; a vocabulary smaller than the embedding table is said in one note.
+is written, as is an input inside --output_dir under a name the family writes there (its
+predictions, NER's feature cache); a vocabulary smaller than the embedding table is said
+in one note.
 
 A refused command asserts: exit status 1, exactly one line on stderr, starting `error: `
 and holding the expected text (the file or flag, and what was expected), and the output
@@ -355,3 +357,33 @@ def test_max_seq_length_without_room_for_the_texts_is_refused(files, tmp_path, c
     assert task.text_segments(config.replace(text_b_column="other")) == 2
     driver.check_seq_length(5, 2)
     driver.check_seq_length(3, 1)
+
+
+# ------------------------------------------------------------ an input the run would write over
+
+@pytest.mark.parametrize("module,flags,written", [
+    ("tasks.glue", ["--task_name=custom", "--labels=0,1", "--test_file=@/test_results.tsv"],
+     "test_results.tsv"),
+    ("tasks.squad", ["--predict_file=@/predictions.json"], "predictions.json"),
+    ("tasks.ner", ["--predict_file=@/predictions.txt"], "predictions.txt"),
+    ("tasks.ner", ["--feature_based", "--cache_features", "--predict_file=@/../dev.txt",
+                   "--extracted_features=@/feature_cache/*.tfrecord"], "feature_cache"),
+    ("tasks.swag", ["--test_file=@/test_results.tsv"], "test_results.tsv"),
+    ("tasks.families.multilabel.__main__", ["--test_file=@/test_results.jsonl"],
+     "test_results.jsonl"),
+], ids=["glue", "squad", "ner", "ner-extracted_features", "swag", "multilabel"])
+def test_an_input_named_as_the_runs_predictions_is_refused(tmp_path, capsys, module, flags,
+                                                           written):
+    """An input inside --output_dir under a name the family writes there (its predictions,
+    NER's feature cache, which --extracted_features may point into) would be overwritten
+    by the run: refused in one line naming both before anything is read or written."""
+    out = tmp_path / "run"
+    os.makedirs(out / "feature_cache")
+    for name in ("test_results.tsv", "predictions.json", "predictions.txt",
+                 "test_results.jsonl", "feature_cache/part-0.tfrecord", "../dev.txt"):
+        (out / name).write_text("kept\n")
+    argv = [f.replace("@", str(out)) for f in flags]
+    line = assert_refused(module, ["--do_predict", f"--output_dir={out}", *argv], str(out),
+                          (f"--output_dir={out} holds the input --",
+                           f"the command writes {out / written} there"), capsys)
+    assert "choose another --output_dir" in line

@@ -313,6 +313,20 @@ class ClassificationTask(Task):
                             f"({self.labels[0]!r}); a classifier needs two or more")
         return train
 
+    def input_files(self, config):
+        glue = GLUE_TASKS.get(config.task_name)
+        files = super().input_files(config)
+        if glue is not None and config.data_dir:
+            files += [("--data_dir", glue_split_path(config.data_dir, glue, split))
+                      for split in ["train", *glue.dev_splits, *glue.test_splits]]
+        return files
+
+    def written_files(self, config):
+        glue = GLUE_TASKS.get(config.task_name)
+        splits = glue.test_splits if glue is not None else ("test",)
+        return tuple(f"{split}_results.tsv" for split in splits) + (
+            tuple(glue.submission_name(split) for split in splits) if glue else ())
+
     def training_files(self, config):
         if self.glue is None:
             return super().training_files(config)

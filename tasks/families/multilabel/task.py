@@ -124,6 +124,9 @@ class MultiLabelTask(Task):
         return BertClassifier.from_settings(encoder,
                                             text_inputs.config_settings(config, settings))
 
+    def written_files(self, config):
+        return ("test_results.jsonl",)
+
     def compile(self, model, optimizer, config, jit_compile):
         import keras
         model.compile(optimizer=loss_scaled(model, optimizer),

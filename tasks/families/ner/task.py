@@ -413,13 +413,22 @@ class NerTask(Task):
     def compile(self, model, optimizer, config, jit_compile):
         compile_ner_model(model, optimizer)
 
+    def input_files(self, config):
+        return super().input_files(config) + self._extracted_files(config)
+
+    def written_files(self, config):
+        return ("predictions.txt", "feature_cache")
+
     def training_files(self, config):
-        files = super().training_files(config)
-        if config.extracted_features:
-            from bert_tf.base.file_patterns import expand_file_patterns
-            files += [("--extracted_features", path) for path in expand_file_patterns(
-                config.extracted_features, flag="--extracted_features")]
-        return files
+        return super().training_files(config) + self._extracted_files(config)
+
+    def _extracted_files(self, config):
+        """[("--extracted_features", path)] of the files --extracted_features matches."""
+        if not config.extracted_features:
+            return []
+        from bert_tf.base.file_patterns import expand_file_patterns
+        return [("--extracted_features", path) for path in expand_file_patterns(
+            config.extracted_features, flag="--extracted_features")]
 
     def _cached(self, model, config, features, source):
         """(the model to run, its features): with --feature_based and --cache_features,

@@ -223,6 +223,9 @@ class SquadTask(Task):
     def build_model(self, encoder, config, settings, train=None):
         return BertSpanLabeler(encoder)
 
+    def written_files(self, config):
+        return ("predictions.json", "nbest_predictions.json", "null_odds.json")
+
     def compile(self, model, optimizer, config, jit_compile):
         compile_squad_model(model, optimizer)
 

@@ -255,6 +255,9 @@ class SwagTask(Task):
     def build_model(self, encoder, config, settings, train=None):
         return BertMultipleChoice(encoder, NUM_CHOICES)
 
+    def written_files(self, config):
+        return ("test_results.tsv",)
+
     def compile(self, model, optimizer, config, jit_compile):
         compile_multiple_choice(model, optimizer, jit_compile)
 
