@@ -103,7 +103,7 @@ def main():
     if args.ci:
         ci_rows, commit = whole_ci(args.ci_log)
         rows += ci_rows
-        where += f"; `.ci/run` at commit {commit} (its log: {args.ci_log})"
+        where += f"; `.ci/run` at commit {commit}"
     kind = "AVX-512" if "avx512f" in cpu_flags().split(";")[0].split() else "AVX2"
     body = "\n\n".join([
         "Wall seconds of whole commands (start-up included); the fast tier's median of "

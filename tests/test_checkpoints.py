@@ -21,10 +21,11 @@ from bert_tf.base.config import BertConfig
 from bert_tf.convert_checkpoint import main as convert_main
 from bert_tf.models.encoder import BertEncoder
 from bert_tf.models.pretrainer import BertPretrainer
+from tests.testing import lazy_module
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-safetensors_numpy = pytest.importorskip("safetensors.numpy")
+torch = lazy_module("torch")
+transformers = lazy_module("transformers")
+safetensors_numpy = lazy_module("safetensors.numpy")
 
 SENTENCES = [
     ("The quick brown fox jumps over the lazy dog.", None),

@@ -1,8 +1,33 @@
 """Shared test helpers (in the spirit of keras-hub's run_backbone_test): one call checks a
 model's config round trip, variable sequence lengths, mixed precision and save/load."""
 
+import importlib
+import importlib.util
+
 import numpy as np
 import keras
+
+
+class LazyModule:
+    """A module imported at its first attribute use (`lazy_module`)."""
+
+    def __init__(self, name):
+        self._lazy_name = name
+
+    def __getattr__(self, attr):
+        return getattr(importlib.import_module(self._lazy_name), attr)
+
+
+def lazy_module(name):
+    """`name` (e.g. "torch"), imported when a test first uses it, not when its test file
+    is collected: every run collects every file (the fast tier too), and torch with
+    transformers takes ~1.5 s of each xdist worker's start. Skips the calling test file,
+    as pytest.importorskip does, when `name` is not installed."""
+    if importlib.util.find_spec(name.split(".")[0]) is None or \
+            importlib.util.find_spec(name) is None:
+        import pytest
+        pytest.skip(f"could not import {name!r}: not installed", allow_module_level=True)
+    return LazyModule(name)
 
 
 def random_inputs(batch, seq, vocab_size, seed=0, pad_from=None):
