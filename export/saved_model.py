@@ -215,6 +215,10 @@ def main(argv=None):
 def run(args):
     """Builds the module of the flags and exports it; returns the version directory."""
     from bert_tf.checkpoints.dispatch import vocab_beside
+    # Before the model is loaded and traced (tens of seconds for BERT-base).
+    if os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
+        raise NotADirectoryError(f"--output_dir {args.output_dir}: is a file, not a folder "
+                                 f"(models/NAME: the versions go below it)")
     vocab = None if args.task not in PRETRAINED else \
         vocab_beside(args.checkpoint_dir, args.vocab_file, "--checkpoint_dir")
     module = build_module(args.task, args.checkpoint_dir, vocab, args.do_lower_case,

@@ -362,6 +362,7 @@ flag_rows(EXPORT, ex, [
     ({"task": "classification", "checkpoint_dir": "@run_flipped"},
      "{run_flipped}/last.weights.h5: not a readable weights file"),
     ({"max_seq_length": 100000}, "--max_seq_length 100000: must be in [3, 512]"),
+    ({"output_dir": "@vocab"}, "--output_dir {vocab}: is a file, not a folder"),
 ])
 
 
