@@ -9,7 +9,8 @@ learned, and what the file holds, is told there).
 
 import sys
 
-from bert_tf.base.cli import ArgumentParser, boolean, check_not_inputs, run_main
+from bert_tf.base.cli import (ArgumentParser, boolean, check_not_inputs, check_output_place,
+                              run_main)
 
 
 def run(args):
@@ -20,6 +21,7 @@ def run(args):
     files = expand_files(args.input_file)
     check_not_inputs([("output_file", args.output_file)],
                      [("--input_file", path) for path in files])
+    check_output_place("output_file", args.output_file)
     if all(tf.io.gfile.stat(f).length == 0 for f in files):
         raise ValueError(f"{args.input_file}: empty (no text to learn from)")
     vocab = build_vocab(files, args.vocab_size, args.do_lower_case, args.output_file,

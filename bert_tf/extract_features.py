@@ -55,7 +55,8 @@ import sys
 import numpy as np
 
 from bert_tf.base.feature_records import encode_feature_record, read_feature_records
-from bert_tf.base.cli import ArgumentParser, boolean, check_not_inputs, check_seq_length, run_main
+from bert_tf.base.cli import (ArgumentParser, boolean, check_not_inputs, check_output_place,
+                              check_seq_length, run_main)
 from bert_tf.base.files import TMP_SUFFIX, decode_text, read_text
 from bert_tf.data import storage
 from bert_tf.base.input_names import INPUT_NAMES
@@ -262,6 +263,7 @@ def run(args, pipeline_args=()):
                      [("--input_file", args.input_file), ("--vocab_file", vocab_file),
                       ("--bert_config_file", args.bert_config_file)],
                      checkpoints=[("--init_checkpoint", args.init_checkpoint)])
+    check_output_place("output_file", args.output_file)
     parse_layers(args.layers)             # the format, before the slow loading
     check_case_matches_vocab(vocab_file, args.do_lower_case)
     examples = read_examples(args.input_file)

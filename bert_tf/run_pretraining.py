@@ -17,8 +17,8 @@ also written in google's TF1 format (output_dir/google) and HF's (output_dir/hf)
 import contextlib
 import os
 
-from bert_tf.base.cli import (ArgumentParser, DTYPES, boolean, check_not_inputs, check_seq_length,
-                              run_main)
+from bert_tf.base.cli import (ArgumentParser, DTYPES, boolean, check_not_inputs,
+                              check_output_place, check_seq_length, run_main)
 from bert_tf.base.files import write_results as write_eval_results  # google's eval_results.txt
 # TensorFlow-free at import, like this module: --help and flag errors stay fast.
 from bert_tf.training.run import check_resume
@@ -220,6 +220,7 @@ def _run(args, locks):
                       ("--bert_config_file", args.bert_config_file)],
                      checkpoints=[("--init_checkpoint", args.init_checkpoint)],
                      writes=pretraining.RUN_OUTPUTS)
+    check_output_place("output_dir", args.output_dir, folder=True)
     shards = pretraining.find_shards(
         args.input_file, args.eval_input_file, args.output_dir, args.do_train, args.do_eval,
         args.max_seq_length, args.max_predictions_per_seq, args.skip_corrupt_records,

@@ -435,7 +435,7 @@ def shard_counts(plan, job):
 
 
 def run(args, pipeline_args=()):
-    from bert_tf.base.checks import check_not_inputs
+    from bert_tf.base.checks import check_not_inputs, check_output_place
     from bert_tf.base.progress import progress_bar
     if args.runner is None:
         storage.check_local([("--input_file", args.input_file),
@@ -460,6 +460,8 @@ def run(args, pipeline_args=()):
                          [("output_file", args.output_file + "-summary.json")],
                          [("--input_file", p) for p in plan["files"]],
                          checkpoints=[("--model_dir", args.model_dir)])
+        for path in written + [args.output_file + "-summary.json"]:
+            check_output_place("output_file", path)
         for p in plan["files"]:
             if os.path.realpath(p).startswith(os.path.realpath(args.output_file) + "-"):
                 raise InputError(f"--output_file={args.output_file}: the input {p} is one "

@@ -27,7 +27,7 @@ import os
 import shutil
 import uuid
 
-from bert_tf.base.cli import ArgumentParser, DTYPES, boolean, run_main
+from bert_tf.base.cli import ArgumentParser, DTYPES, boolean, check_output_place, run_main
 from export.limits import MAX_TEXT_BYTES
 from tasks.families import REGISTRY
 
@@ -216,9 +216,7 @@ def run(args):
     """Builds the module of the flags and exports it; returns the version directory."""
     from bert_tf.checkpoints.dispatch import vocab_beside
     # Before the model is loaded and traced (tens of seconds for BERT-base).
-    if os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
-        raise NotADirectoryError(f"--output_dir {args.output_dir}: is a file, not a folder "
-                                 f"(models/NAME: the versions go below it)")
+    check_output_place("output_dir", args.output_dir, folder=True)
     vocab = None if args.task not in PRETRAINED else \
         vocab_beside(args.checkpoint_dir, args.vocab_file, "--checkpoint_dir")
     module = build_module(args.task, args.checkpoint_dir, vocab, args.do_lower_case,

@@ -159,13 +159,14 @@ def check_output_dir(task, config):
     """ValueError, before anything is written, when --output_dir would destroy or change
     what the run reads: it is, holds or lies inside --init_checkpoint (training), or one
     of the files it writes is an input (bert_tf/base/checks.py)."""
-    from bert_tf.base.checks import check_not_inputs
+    from bert_tf.base.checks import check_not_inputs, check_output_place
     from tasks.resume import RESUME_DIR
     check_not_inputs([("output_dir", config.output_dir)], task.input_files(config),
                      checkpoints=[("--init_checkpoint", config.init_checkpoint)]
                      if config.do_train else [],
                      writes=(f"{task.name}_config.json", RESUME_DIR, *RUN_FILES,
                              *task.written_files(config)))
+    check_output_place("output_dir", config.output_dir, folder=True)
 
 
 # ----------------------------------------------------------------------------- steps

@@ -132,6 +132,7 @@ flag_rows(CPD, cpd, [
     ({"output_file": "@corpus_good"},
      "--output_file={corpus_good} is the input --input_file={corpus_good}"),
     ({"output_file": "@vocab"}, "--output_file={vocab} is the input --vocab_file={vocab}"),
+    ({"output_file": "@vocab/shard.tfrecord"}, ": {vocab} is a file, not a folder"),
     ({"max_seq_length": 4}, "--max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP] with one "
                             "token of each text), got 4"),
 ])
@@ -156,6 +157,7 @@ flag_rows(RP, rp, [
     ({"max_seq_length": 100000}, "records have input_ids of length 32, but "
                                  "--max_seq_length=100000"),
     ({"bert_config_file": "@root/nope.json"}, "{root}/nope.json: config file not found"),
+    ({"output_dir": "@corpus_good"}, "--output_dir={corpus_good} is a file, not a folder"),
     ({"bert_config_file": "@corpus_empty"}, "{corpus_empty}: not valid JSON"),
     ({"bert_config_file": "@config_not_json"}, "{config_not_json}: not valid JSON"),
     ({"bert_config_file": "@config_list"}, "{config_list}: expected a JSON object"),
@@ -248,6 +250,9 @@ flag_rows(EF, ef, [
     ({"vocab_file": "@vocab_flipped"}, "{vocab_flipped}:"),
     ({"output_file": "@lines_good"},
      "--output_file={lines_good} is the input --input_file={lines_good}"),
+    ({"output_file": "@shard_dir"}, "{shard_dir}: Is a directory (expected a file name"),
+    ({"output_file": "@corpus_good/features.jsonl"},
+     "--output_file={corpus_good}/features.jsonl: {corpus_good} is a file, not a folder"),
     ({"do_lower_case": "false"},
      "--do_lower_case=false with {google}/vocab.txt, an uncased vocabulary"),
 ])
@@ -285,6 +290,7 @@ flag_rows(GLUE, glue, [
     ({"max_seq_length": 2}, "--max_seq_length must be >= 3 ([CLS] A [SEP] with one token of "
                             "each text), got 2"),
     ({"do_lower_case": "false"}, "--do_lower_case=false with {vocab}, an uncased vocabulary"),
+    ({"output_dir": "@vocab/run"}, "--output_dir={vocab}/run: {vocab} is a file, not a folder"),
     ({"init_checkpoint": "@google",
       "bert_config_file": "@config_other_size"}, "{google}/bert_model.ckpt does not match the model"),
     ({"init_checkpoint": "@google_damaged_data_flipped"},
@@ -362,7 +368,7 @@ flag_rows(EXPORT, ex, [
     ({"task": "classification", "checkpoint_dir": "@run_flipped"},
      "{run_flipped}/last.weights.h5: not a readable weights file"),
     ({"max_seq_length": 100000}, "--max_seq_length 100000: must be in [3, 512]"),
-    ({"output_dir": "@vocab"}, "--output_dir {vocab}: is a file, not a folder"),
+    ({"output_dir": "@vocab"}, "--output_dir={vocab} is a file, not a folder"),
 ])
 
 
@@ -379,6 +385,8 @@ flag_rows(BP, bp, [
     ({"bad_lines": "error", "input_file": "@lines_latin1"}, ("{lines_latin1}:", "not UTF-8")),
     ({"max_batch_size": 0}, "--max_batch_size must be a positive number, got 0"),
     ({"shard_lines": -1}, "--shard_lines must be a positive number, got -1"),
+    ({"output_file": "@corpus_good/preds"},
+     "--output_file={corpus_good}/preds-00000-of-00001.jsonl: {corpus_good} is a file"),
     ({"output_file": "@export/preds"}, "lies inside the input --model_dir"),
     ({"input_file": "@lines_crlf_bom"}, None),
     ({"input_file": "@lines_latin1"}, None),       # the line goes to the dead-letter file

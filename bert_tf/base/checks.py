@@ -1,6 +1,6 @@
 """Input checks that a command and the library parts it runs share (TF-free, no argparse,
 so library modules can run them): no output written over an input (`check_not_inputs`),
-a sequence length with room for the texts (`check_seq_length`). bert_tf/base/cli.py offers
+an output that can be written where it is named (`check_output_place`), a sequence length with room for the texts (`check_seq_length`). bert_tf/base/cli.py offers
 them to the commands.
 """
 
@@ -48,6 +48,26 @@ def checkpoint_place(path):
     if os.path.isfile(path) or glob.glob(glob.escape(path) + ".*"):
         return os.path.dirname(path) or "."
     return None
+
+
+def check_output_place(flag, path, folder=False):
+    """An error, before any work, when the output `path` of `--flag` cannot be written
+    as a file (or, with `folder`, as a folder) where it is named: a folder where a file
+    is to be written, a file where a folder is, or a file where a folder above it must
+    be. (Found only at the end, the run's work would be lost.) URLs are left to their
+    file system."""
+    if not path or _is_url(path):
+        return
+    path = os.fspath(path)
+    if folder and os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"--{flag}={path} is a file, not a folder")
+    if not folder and os.path.isdir(path):
+        raise IsADirectoryError(21, "Is a directory (expected a file name to write)", path)
+    above = os.path.dirname(os.path.abspath(path))
+    while not os.path.lexists(above) and above != os.path.dirname(above):
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        raise ValueError(f"--{flag}={path}: {above} is a file, not a folder")
 
 
 def _inside(path, folder):

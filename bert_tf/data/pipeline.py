@@ -17,7 +17,7 @@ import dataclasses
 import os
 
 from bert_tf.base import file_patterns
-from bert_tf.base.checks import check_not_inputs, check_seq_length
+from bert_tf.base.checks import check_not_inputs, check_output_place, check_seq_length
 from bert_tf.data import inputs, segmenters, storage
 from bert_tf.data.errors import InputError, Stopped, stop_on_signals
 from bert_tf.data import shards as shards_lib
@@ -187,6 +187,8 @@ def prepare(args):
     check_not_inputs([("output_file", path) for path in shards + [summary_path]],
                      [("--input_file", path) for path in files] +
                      [("--vocab_file", args.vocab_file)])
+    for path in shards + [summary_path]:
+        check_output_place("output_file", path)
     check_no_stale_shards(args.output_file, summary_path, shards)
     if write_export is not None:
         write_export()
