@@ -14,7 +14,7 @@ import glob
 import os
 
 from bert_tf.checkpoints import registry
-from bert_tf.base.cli import ArgumentParser, boolean, check_not_inputs, run_main
+from bert_tf.base.cli import ArgumentParser, boolean, check_not_inputs, check_output_place, run_main
 
 
 def parse_args(argv=None):
@@ -70,6 +70,7 @@ def convert(input_path, output, output_format, input_format="auto", bert_config_
     check_not_inputs([("output", output)], [("--bert_config_file", bert_config_file),
                                             ("--vocab_file", vocab_file)],
                      checkpoints=[("--input", input_path)])
+    check_output_place("output", output, folder=None)    # --overwrite may replace a file
 
     from bert_tf.checkpoints import dispatch as checkpoints
     from bert_tf.models.encoder import BertEncoder

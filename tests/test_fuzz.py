@@ -203,6 +203,8 @@ flag_rows(CC, cc, [
     ({"input": "@shard_dir"}, "{shard_dir}: no checkpoint found"),
     ({"input": "@corpus_good"}, "{corpus_good}: not a checkpoint of a known format"),
     ({"output_format": "onnx"}, "argument --output_format: invalid choice: 'onnx'"),
+    ({"output": "@corpus_good/hf"}, "--output={corpus_good}/hf: {corpus_good} is a file, not "
+                                    "a folder"),
     ({"input": "@hf_cut"}, "{hf_cut}/model.safetensors: not a readable safetensors file"),
     ({"input": "@hf_flipped"}, "{hf_flipped}/model.safetensors: not a readable safetensors file"),
     ({"input": "@google_damaged_index_cut"},

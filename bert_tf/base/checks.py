@@ -54,14 +54,14 @@ def check_output_place(flag, path, folder=False):
     """An error, before any work, when the output `path` of `--flag` cannot be written
     as a file (or, with `folder`, as a folder) where it is named: a folder where a file
     is to be written, a file where a folder is, or a file where a folder above it must
-    be. (Found only at the end, the run's work would be lost.) URLs are left to their
-    file system."""
+    be (`folder` None: only that). (Found only at the end, the run's work would be
+    lost.) URLs are left to their file system."""
     if not path or _is_url(path):
         return
     path = os.fspath(path)
     if folder and os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"--{flag}={path} is a file, not a folder")
-    if not folder and os.path.isdir(path):
+    if folder is False and os.path.isdir(path):
         raise IsADirectoryError(21, "Is a directory (expected a file name to write)", path)
     above = os.path.dirname(os.path.abspath(path))
     while not os.path.lexists(above) and above != os.path.dirname(above):
