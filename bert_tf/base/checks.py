@@ -1,7 +1,8 @@
 """Input checks that a command and the library parts it runs share (TF-free, no argparse,
 so library modules can run them): no output written over an input (`check_not_inputs`),
-an output that can be written where it is named (`check_output_place`), a sequence length with room for the texts (`check_seq_length`). bert_tf/base/cli.py offers
-them to the commands.
+an output that can be written where it is named (`check_output_place`), a sequence
+length with room for the texts (`check_seq_length`). bert_tf/base/cli.py offers them to
+the commands.
 """
 
 import glob
