@@ -14,7 +14,8 @@ import glob
 import os
 
 from bert_tf.checkpoints import registry
-from bert_tf.base.cli import ArgumentParser, boolean, check_not_inputs, check_output_place, run_main
+from bert_tf.base.cli import (ArgumentParser, boolean, check_not_inputs, check_output_place,
+                              run_main)
 
 
 def parse_args(argv=None):

@@ -455,13 +455,12 @@ def run(args, pipeline_args=()):
     counted_outputs(signature)
     plan = make_plan(args, version, signature, max_text_bytes)
     if not storage.is_url(args.output_file):
-        written = [shard_name(args.output_file, 0, plan["num_shards"])]
-        check_not_inputs([("output_file", w) for w in written] +
-                         [("output_file", args.output_file + "-summary.json")],
-                         [("--input_file", p) for p in plan["files"]],
+        outputs = [("output_file", shard_name(args.output_file, 0, plan["num_shards"])),
+                   ("output_file", args.output_file + "-summary.json")]
+        check_not_inputs(outputs, [("--input_file", p) for p in plan["files"]],
                          checkpoints=[("--model_dir", args.model_dir)])
-        for path in written + [args.output_file + "-summary.json"]:
-            check_output_place("output_file", path)
+        for flag, path in outputs:
+            check_output_place(flag, path)
         for p in plan["files"]:
             if os.path.realpath(p).startswith(os.path.realpath(args.output_file) + "-"):
                 raise InputError(f"--output_file={args.output_file}: the input {p} is one "

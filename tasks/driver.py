@@ -158,7 +158,8 @@ RUN_FILES = ("bert_config.json", *run_dir.WEIGHT_FILES, "eval_results.txt", "tra
 def check_output_dir(task, config):
     """ValueError, before anything is written, when --output_dir would destroy or change
     what the run reads: it is, holds or lies inside --init_checkpoint (training), or one
-    of the files it writes is an input (bert_tf/base/checks.py)."""
+    of the files it writes (every run's and the family's `written_files`) is one of the
+    family's `input_files`; or when it cannot be a folder (bert_tf/base/checks.py)."""
     from bert_tf.base.checks import check_not_inputs, check_output_place
     from tasks.resume import RESUME_DIR
     check_not_inputs([("output_dir", config.output_dir)], task.input_files(config),

@@ -28,9 +28,10 @@ import re
 import shutil
 import sys
 
-# check_not_inputs, check_seq_length: the commands import them from here; the library
-# parts of a command (no argparse) from bert_tf/base/checks.py.
-from bert_tf.base.checks import check_not_inputs, check_output_place, check_seq_length  # noqa: F401
+# check_not_inputs, check_output_place, check_seq_length: the commands import them from
+# here; the library parts of a command (no argparse) from bert_tf/base/checks.py.
+from bert_tf.base.checks import (check_not_inputs, check_output_place,  # noqa: F401
+                                  check_seq_length)
 from bert_tf.base.output_lock import OutputLock
 from bert_tf.base.training_plumbing import is_chief
 

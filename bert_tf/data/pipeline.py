@@ -184,11 +184,11 @@ def prepare(args):
     except ValueError as e:
         raise InputError(str(e)) from None
     shards, summary_path = shard_paths(args.output_file, args.num_shards)
-    check_not_inputs([("output_file", path) for path in shards + [summary_path]],
-                     [("--input_file", path) for path in files] +
+    outputs = [("output_file", path) for path in shards + [summary_path]]
+    check_not_inputs(outputs, [("--input_file", path) for path in files] +
                      [("--vocab_file", args.vocab_file)])
-    for path in shards + [summary_path]:
-        check_output_place("output_file", path)
+    for flag, path in outputs:
+        check_output_place(flag, path)
     check_no_stale_shards(args.output_file, summary_path, shards)
     if write_export is not None:
         write_export()
