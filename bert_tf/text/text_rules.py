@@ -24,6 +24,7 @@ every code point.
 
 import functools
 import os
+import re
 import unicodedata
 
 from bert_tf.base.files import decode_text
@@ -195,3 +196,35 @@ def load_vocab(vocab_file, required=(UNK_TOKEN,)):
         raise VocabError(f"vocab file {path} has no {' or '.join(missing)} token", "missing",
                          tokens=missing)
     return tokens
+
+
+# A vocabulary's own markers ([CLS], [UNK], [unused7]): their capitals say nothing about
+# whether the vocabulary's words keep case.
+_BRACKETED = re.compile(r"\[[^\]]*\]")
+_ASCII_UPPER = re.compile("[A-Z]")
+_ASCII_LOWER = re.compile("[a-z]")
+
+
+def check_case_matches_vocab(vocab_file, do_lower_case):
+    """ValueError naming --do_lower_case and `vocab_file` when do_lower_case is false over
+    an uncased vocabulary: one whose tokens hold lowercase ASCII letters but no token
+    (its [BRACKETED] markers aside) holds an uppercase A-Z. Without lower-casing, text is
+    matched against such a vocabulary as written, so every word with a capital letter
+    becomes [UNK] without a word said (google-research/bert's validate_case_matches_checkpoint
+    guards the same mistake by checkpoint name). A vocabulary without latin letters
+    (Chinese) is case-blind and passes; a cased one with do_lower_case true is left to
+    the user (lossy, but a known choice)."""
+    if do_lower_case:
+        return
+    lower = False
+    for token in load_vocab(vocab_file):
+        if _BRACKETED.fullmatch(token):
+            continue
+        if _ASCII_UPPER.search(token):
+            return
+        lower = lower or _ASCII_LOWER.search(token) is not None
+    if lower:
+        raise ValueError(f"--do_lower_case=false with {vocab_file}, an uncased vocabulary "
+                         f"(lowercase a-z, no token with an uppercase A-Z): every word "
+                         f"with a capital letter would become [UNK]; pass "
+                         f"--do_lower_case=true")

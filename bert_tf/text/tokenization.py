@@ -30,7 +30,6 @@ exact path's tables; kept together, one reading shows that they cannot drift apa
 
 import functools
 import os
-import re
 import sys
 import unicodedata
 
@@ -41,12 +40,13 @@ import tensorflow_text as tf_text
 from bert_tf.base.files import decode_text
 from bert_tf.base.graph_calls import not_inlined
 # CJK_RANGES and load_vocab are also this module's public API (tasks/families/squad/metrics.py,
-# the README's examples).
+# the README's examples); check_case_matches_vocab too (tasks/driver.py), defined without
+# TensorFlow so commands check the flag before they import it.
 from bert_tf.text.text_rules import (CJK_RANGES, CLS_TOKEN, CONTINUATION_PREFIX, MASK_TOKEN,
                                      MAX_CHARS_PER_WORD, NUM_CODE_POINTS, PAD_TOKEN, SEP_TOKEN,
-                                     UNK_TOKEN, dropped_code_points, is_punctuation, load_vocab,
-                                     punctuation_code_points, unicode_categories,
-                                     word_break_code_points)
+                                     UNK_TOKEN, check_case_matches_vocab, dropped_code_points,
+                                     is_punctuation, load_vocab, punctuation_code_points,
+                                     unicode_categories, word_break_code_points)
 
 # RE2 refuses counted repetitions above 1000.
 _RE2_MAX_REPEAT = 1000
@@ -77,38 +77,6 @@ def check_vocab_fits(vocab_file, vocab_size):
         print(f"note: {vocab_file} has {count} tokens, the model's embedding table "
               f"{vocab_size} rows: ids {count}..{vocab_size - 1} are never produced",
               file=sys.stderr, flush=True)
-
-
-# A vocabulary's own markers ([CLS], [UNK], [unused7]): their capitals say nothing about
-# whether the vocabulary's words keep case.
-_BRACKETED = re.compile(r"\[[^\]]*\]")
-_ASCII_UPPER = re.compile("[A-Z]")
-_ASCII_LOWER = re.compile("[a-z]")
-
-
-def check_case_matches_vocab(vocab_file, do_lower_case):
-    """ValueError naming --do_lower_case and `vocab_file` when do_lower_case is false over
-    an uncased vocabulary: one whose tokens hold lowercase ASCII letters but no token
-    (its [BRACKETED] markers aside) holds an uppercase A-Z. Without lower-casing, text is
-    matched against such a vocabulary as written, so every word with a capital letter
-    becomes [UNK] without a word said (google-research/bert's validate_case_matches_checkpoint
-    guards the same mistake by checkpoint name). A vocabulary without latin letters
-    (Chinese) is case-blind and passes; a cased one with do_lower_case true is left to
-    the user (lossy, but a known choice)."""
-    if do_lower_case:
-        return
-    lower = False
-    for token in load_vocab(vocab_file):
-        if _BRACKETED.fullmatch(token):
-            continue
-        if _ASCII_UPPER.search(token):
-            return
-        lower = lower or _ASCII_LOWER.search(token) is not None
-    if lower:
-        raise ValueError(f"--do_lower_case=false with {vocab_file}, an uncased vocabulary "
-                         f"(lowercase a-z, no token with an uppercase A-Z): every word "
-                         f"with a capital letter would become [UNK]; pass "
-                         f"--do_lower_case=true")
 
 
 @functools.lru_cache(maxsize=1)

@@ -23,8 +23,6 @@ import collections
 import heapq
 import os
 
-import tensorflow as tf
-
 from bert_tf.base import file_patterns
 from bert_tf.base.files import atomic_write, text_line
 from bert_tf.base.progress import progress_bar
@@ -35,6 +33,7 @@ def read_lines(files):
     """Yields the lines (UTF-8 bytes, line end and a first line's BOM stripped) of each
     file in turn; ValueError naming the file, line and byte at the first byte that is not
     UTF-8 or is NUL (a vocabulary learned from latin-1 or UTF-16 would be wrong)."""
+    import tensorflow as tf
     for path in files:
         with tf.io.gfile.GFile(path, "rb") as f:
             for number, line in enumerate(f, 1):
@@ -51,17 +50,29 @@ def _utf8(data):
         return False
 
 
+def file_system(path):
+    """The calls that reach `path` (bert_tf/base/file_patterns.py): Python's for a local
+    path, tf.io.gfile's for one with a scheme (gs://...), TensorFlow imported only then,
+    so that the command checks local inputs before it imports TensorFlow."""
+    if "://" not in path:
+        return file_patterns.LOCAL
+    import tensorflow as tf
+    return file_patterns.FileSystem(tf.io.gfile.glob, tf.io.gfile.exists, tf.io.gfile.isdir,
+                                    lambda p: tf.io.gfile.stat(p).length)
+
+
 def expand_files(input_file):
     """Comma-separated file names or globs -> sorted existing files; ValueError otherwise.
     A path that exists as written is taken literally; globs skip side files
     (bert_tf/base/file_patterns.py)."""
     files = []
     for pattern in file_patterns.split_patterns(input_file):
-        matches = file_patterns.match(pattern, tf.io.gfile.glob, tf.io.gfile.exists)
+        fs = file_system(pattern)
+        matches = file_patterns.match(pattern, fs.glob, fs.exists)
         if not matches:
             raise FileNotFoundError(f"{pattern}: no such file (no file matches it)")
         for path in matches:
-            if tf.io.gfile.isdir(path):
+            if fs.isdir(path):
                 raise IsADirectoryError(21, "Is a directory (expected text files)", path)
         files.extend(matches)
     if not files:
@@ -71,11 +82,13 @@ def expand_files(input_file):
 
 def count_words(files, do_lower_case=True, batch_lines=8192, progress=True):
     """Counter {word: count} of the words `BertTokenizer` would see in these files."""
+    import tensorflow as tf
+
     from bert_tf.text.tokenization import BasicTokenizer
 
     splitter = BasicTokenizer(do_lower_case)
     counts = collections.Counter()
-    total = sum(tf.io.gfile.stat(f).length for f in files)
+    total = sum(file_system(f).size(f) for f in files)
     bar = progress_bar(total, "counting words", unit="B", unit_scale=True,
                        disable=not progress)
     batch = []
@@ -231,7 +244,7 @@ def build_vocab(files, vocab_size, do_lower_case=True, output_file=None,
     if isinstance(files, str):
         files = expand_files(files)
     for path in files:
-        if not tf.io.gfile.exists(path):
+        if not file_system(path).exists(path):
             raise ValueError(f"input file not found: {path}")
     counts = count_words(files, do_lower_case, progress=progress)
     if not counts:
@@ -254,6 +267,7 @@ def build_vocab(files, vocab_size, do_lower_case=True, output_file=None,
 
 def write_vocab(vocab, output_file):
     """One token per line, under a temporary name first so a reader never sees half a file."""
+    import tensorflow as tf
     directory = os.path.dirname(output_file)
     if directory:
         tf.io.gfile.makedirs(directory)
