@@ -34,9 +34,17 @@ Two engines, one output: the local engine (default) and `--runner=...` (Apache B
 loads the encoder once per worker process and runs each window of batch_size x 16
 examples (the local engine's unit of batching and of resuming) through the same
 `extract`; each window's lines are written whole as a part file under
-`OUTPUT.tmp.parts/`, and the parts, joined in order, are the local engine's bytes. A
-stopped Beam run keeps its parts for the same command; with other inputs or flags it
-starts over. Beam's engine also reads and writes URLs (`gs://...`) through Beam's file
+`OUTPUT.tmp.parts/` (`part-<first example>.jsonl` or `.tfrecord`, by the format), and
+the parts, joined in order, are the local engine's bytes. A stopped Beam run keeps its
+parts for the same command; with other inputs or flags it starts over.
+
+The same bytes, wherever a run starts: the batches of a window are cut from the
+window's examples alone (windows start at fixed multiples of batch_size x 16 from the
+first line), and every batch, of any shape, runs through one graph traced for open
+shapes (`layer_function`), so an example's floats do not depend on which batches ran
+before it in the process. A run from the first line, a run resumed after a stop, and
+Beam's windows on any workers write the same bytes, in both formats (on one kind of
+CPU: another instruction set may round differently). Beam's engine also reads and writes URLs (`gs://...`) through Beam's file
 systems (bert_tf/data/storage.py), as create_pretraining_data and export.batch_predict
 do; the local engine takes local paths.
 
@@ -172,7 +180,8 @@ def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size
     """Yields (linex_index, token ids, [float32 [n, H] per layer]) per example: its n
     features' tokens and vectors (json_line: google's JSON layout), in input order, from
     example `start` on (a multiple of the window, batch_size * window_batches: a resumed
-    run forms the batches an uninterrupted one forms, so it writes the same bytes).
+    run forms the batches an uninterrupted one forms, and runs them through the same
+    graph (`layer_function`), so it writes the same bytes).
 
     Examples are batched by length: within each window of `window_batches` batches they
     are sorted by packed length and every batch is padded to its longest (the outputs of
