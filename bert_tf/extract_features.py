@@ -44,9 +44,11 @@ first line), and every batch, of any shape, runs through one graph traced for op
 shapes (`layer_function`), so an example's floats do not depend on which batches ran
 before it in the process. A run from the first line, a run resumed after a stop, and
 Beam's windows on any workers write the same bytes, in both formats (on one kind of
-CPU: another instruction set may round differently). Beam's engine also reads and writes URLs (`gs://...`) through Beam's file
-systems (bert_tf/data/storage.py), as create_pretraining_data and export.batch_predict
-do; the local engine takes local paths.
+CPU: another instruction set may round differently).
+
+Beam's engine also reads and writes URLs (`gs://...`) through Beam's file systems
+(bert_tf/data/storage.py), as create_pretraining_data and export.batch_predict do; the
+local engine takes local paths.
 
 Why one file: the two engines and the two formats must give the same bytes for the same
 examples; `extract`, the line formats and both writers are read side by side.
@@ -151,20 +153,21 @@ def layer_function(encoder, layers):
 
     Why one graph: Keras' predict_on_batch traces its first call for that call's exact
     shape, and a later call of a shape no trace fits for the dimensions that differ left
-    open; graphs of known and of open shapes compute slightly different floats (4.8e-7
-    apart: Grappler and oneDNN fuse and pick kernels by the shapes they know). A batch's
-    vectors then depended on the shapes called before it in the same process, that is
-    on where the run started: a resumed run, and Beam, whose workers start one `extract`
-    per window, wrote other bytes than a run from the first line. With one graph whose
-    shapes are all open (input_signature), every call takes the same path: a batch's
-    values depend on the batch alone, and `extract` cuts the same batches from any
-    window it starts at (tests/test_extract_features.py starts runs mid-file)."""
+    open; graphs traced for known and for open shapes compute slightly different floats
+    (up to 2e-6 apart on MiniLM's weights: the graph is rewritten by the shapes it
+    knows). A batch's vectors then depended on the shapes called before it in the same
+    process, that is on where the run started: a resumed run, and Beam, whose workers
+    start one `extract` per window, wrote other bytes than a run from the first line.
+    With one graph whose shapes are all open (input_signature), every call takes the
+    same path: a batch's values depend on the batch alone, and `extract` cuts the same
+    batches from any window it starts at (tests/test_extract_features.py starts runs
+    mid-file)."""
     import tensorflow as tf
     model = layer_model(encoder, layers)
     spec = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES}
 
-    @tf.function(input_signature=[spec], jit_compile=False)
-    def call(inputs):
+    @tf.function(input_signature=[spec], jit_compile=False, autograph=False)
+    def call(inputs):                   # (no Python control flow for AutoGraph to convert)
         outputs = model(inputs, training=False)
         return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
 
