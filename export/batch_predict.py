@@ -11,34 +11,47 @@ Input: `.txt` (one text a line, for a signature of one text input: classificatio
 multi-label, NER, embeddings, fill-mask), `.jsonl` (an object a line keyed by the
 signature's inputs: {"question": ..., "context": ...}; SWAG's `endings` a list of its
 choices), `.tsv` / `.csv` (a header naming the inputs; `endings0`, `endings1`, ... for a
-list input). Output: `OUTPUT-00000-of-00008.jsonl` ..., one line per row predicted,
-{"file", "line", "outputs"} (each of the signature's outputs for that row, as JSON; lists
-the signature pads to the call's longest, NER's entities, cut to the row's `num_...`
-count, so a line never depends on the rows it was batched with), the shards in the order
-of the input files (sorted) and their lines; a row that cannot be
-predicted (not UTF-8, longer than the export's max_text_bytes, missing or extra columns,
-bad JSON) goes to `OUTPUT-0000N-of-0000M.rejected.jsonl` with its file, line and reason,
-and the job goes on (`--bad_lines=error` stops at the first instead, writing nothing);
-`OUTPUT-summary.json` says what was read, predicted and rejected, and how fast.
+list input). A row is a record as its format says (bert_tf/base/text_records.py, the
+reader the fine-tuning families use too): a quoted .csv cell may hold line ends, and its
+row is one row. Output: `OUTPUT-00000-of-00008.jsonl` ..., one line per row predicted,
+{"file", "line", "outputs"} (`line`: the physical line the row starts on; each of the
+signature's outputs for that row, as JSON; lists the signature pads to the call's
+longest, NER's entities, cut to the row's `num_...` count, so a line never depends on
+the rows it was batched with), the shards in the order of the input files (sorted) and
+their rows; a row that cannot be predicted (not UTF-8, longer than the export's
+max_text_bytes, missing or extra columns, bad JSON) goes to
+`OUTPUT-0000N-of-0000M.rejected.jsonl` with its file, line and reason, and the job goes
+on (`--bad_lines=error` stops at the first instead, writing nothing);
+`OUTPUT-summary.json` says what was read, predicted and rejected, and how fast. Refused
+before anything is written: a file that is not text (a NUL byte, the project's one rule),
+one with no row, a .csv quote never closed, a .tsv/.csv header or a .jsonl's first
+object without the export's inputs, an --output_file that names a folder.
 
 Two engines, one output: the local engine (default: one process) and `--runner=...`
 (Apache Beam: `pip install 'bert-tf[beam]'`; the flags Beam knows go after ours), whose
 RunInference step has a ModelHandler for our SavedModels: each worker process loads the
 export once and shares it between its threads. Both cut the rows into the same shards
-(`--shard_lines` rows of one file) and predict a shard by the same function (`run_shard`:
-its rows sorted by length, `--max_batch_size` rows a signature call), so their files are
-byte for byte the same. Beam reaches URLs (`gs://...`) through its file systems for the
-inputs and outputs; the export is loaded by TensorFlow, which reads `gs://` itself.
+(`--shard_lines` records of one file, each shard starting at a record's byte offset and
+line, planned here) and predict a shard by the same function (`run_shard`: its rows
+sorted by length, `--max_batch_size` rows a signature call), so their files are byte for
+byte the same. Beam reaches URLs (`gs://...`) through its file systems for the inputs and
+outputs; the export is loaded by TensorFlow, which reads `gs://` itself.
 
-A long job: a progress line with its ETA; each shard written under a temporary name and
-renamed when whole, so a run stopped however it stops (kill -9 too) is resumed by the
-same command, keeping the shards already written. `OUTPUT-plan.json`, written before the
-first shard, fingerprints what the predictions depend on (the export's files, each input
-file's bytes, the flags that change an output); a rerun with another export, other
-inputs or other settings is refused in one line, before any byte is written; an input
-that changes while the job reads it (its size or modification time) stops the job in
-one line before the next shard is written. The output
-prefix is locked while a job runs, and an output that is an input is refused.
+A long job: a progress line with its ETA (on Beam, counted as its shards appear); each
+shard written under a temporary name and renamed when whole, so a run stopped however it
+stops (kill -9 too) is resumed by the same command, keeping the shards already written.
+`OUTPUT-plan.json`, written before the first shard, fingerprints what the predictions
+depend on (the export's files and version, each input file's bytes and real path, the
+flags that change an output). A rerun names an input by real path (another spelling of
+the same file resumes); a rerun with another export, other inputs or other settings is
+refused in one line saying what differs and what finishes the job (for a new export
+version: the version the job started with), unless `--overwrite` replaces that job's
+output (its files removed, its plan last, before the new plan is written); a rerun of a
+finished job says so and loads nothing. An input that changes while the job reads it
+(its size or modification time) stops the job in one line before the next shard is
+written. The output prefix is locked while a job runs, and an output that is an input is
+refused. Every check that needs only the flags and files (the signature's inputs read
+from saved_model.pb) is made before TensorFlow is imported.
 
 Why one file: the two engines must write the same bytes; the plan, `run_shard` and the
 Beam handler that calls it are read side by side.
@@ -49,6 +62,7 @@ import collections
 import functools
 import json
 import os
+import re
 import time
 
 from bert_tf.base import file_patterns
@@ -270,7 +284,6 @@ def run_shard(job, signature, plan):
     """Predicts one shard and writes it (its rejected rows first, then the predictions,
     each under a temporary name, renamed whole); returns its counts. The one function
     both engines run, so their bytes are the same."""
-    import numpy as np  # noqa: F401  (as_json's arrays)
     import tensorflow as tf
     inputs, output = plan["inputs"], plan["output_file"]
     label = job["file"]
@@ -513,13 +526,26 @@ def output_names(plan):
         output + "-summary.json", output + "-plan.json"]
 
 
+def glob_escape(path):
+    """`path` as a glob that matches itself alone (local and Beam's file systems)."""
+    return re.sub(r"([*?\[])", r"[\1]", path)
+
+
+def leftovers(output):
+    """Files of the output's names that a job without a plan left (any number of
+    shards): shards, rejected rows, a summary."""
+    digits = "[0-9]" * 5
+    return sorted(storage.glob(f"{glob_escape(output)}-{digits}-of-{digits}*.jsonl")) + [
+        n for n in (output + "-summary.json",) if storage.exists(n)]
+
+
 def check_plan(plan, theirs, model_dir, overwrite):
     """An earlier job of this output must be this one (same export, inputs, settings),
     else its output is replaced only with --overwrite: InputError saying what differs
     and what finishes it. True when `theirs` is to be replaced."""
     output = plan["output_file"]
     if theirs is None:
-        there = [n for n in output_names(plan) if storage.exists(n)]
+        there = leftovers(output)
         if there and not overwrite:
             raise InputError(f"--output_file={output}: {there[0]} is there without the plan "
                              f"of the job that wrote it; pass --overwrite to replace it, or "
@@ -553,7 +579,8 @@ def check_plan(plan, theirs, model_dir, overwrite):
         raise InputError(f"--output_file={output}: {path} is the plan of a job with other "
                          f"--input_file files ({'; '.join(what)}); {ending}")
     flags = [f"--{k}={theirs.get(k)} there, {plan[k]} now" for k in differ
-             if k in ("max_batch_size", "bad_lines", "shard_lines")]
+             if k in ("max_batch_size", "bad_lines", "shard_lines") and
+             theirs.get(k) is not None]
     raise InputError(f"--output_file={output}: {path} is the plan of a run with another "
                      f"{', '.join(differ)} ({'; '.join(flags) or 'other shards'}): rerun "
                      f"with its settings to finish it, {ending}")
@@ -573,13 +600,15 @@ def watch_shards(plan, todo, progress, stop, every=1.0):
     """Beam's progress: the shards of `todo` whose files have appeared (each is renamed
     into place whole), counted into `progress` every `every` seconds until `stop` is set,
     then once more. Runs in this process, beside the pipeline, on any runner."""
-    pending = list(todo)
+    output, total = plan["output_file"], plan["num_shards"]
+    # One listing a poll (an object store answers a glob in one request), the name's
+    # own glob characters escaped.
+    pattern = glob_escape(output) + f"-?????-of-{total:05d}.jsonl"
+    pending = {shard_name(output, job["index"], total): job for job in todo}
     while pending:
         stopping = stop.wait(every)
-        for job in [j for j in pending if storage.exists(
-                shard_name(plan["output_file"], j["index"], plan["num_shards"]))]:
-            pending.remove(job)
-            progress.update(job_rows(plan, job))
+        for name in set(storage.glob(pattern)) & set(pending):
+            progress.update(job_rows(plan, pending.pop(name)))
         if stopping:
             return
 
@@ -681,7 +710,8 @@ def plan_job(args, pipeline_args=()):
 def replace_output(theirs, plan):
     """--overwrite: the files of the earlier job on this output removed (its plan last,
     so a job stopped here is refused again, not mixed), before the new plan is written."""
-    for name in output_names(theirs or plan):
+    names = output_names(theirs) if theirs else leftovers(plan["output_file"])
+    for name in names:
         storage.remove_temporaries(name)
         storage.remove(name)
 

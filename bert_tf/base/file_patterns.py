@@ -54,13 +54,20 @@ def is_side_file(path):
 
 def split_patterns(patterns, exists=os.path.exists):
     """Comma-separated patterns (or a list of them) -> list, each stripped of the spaces
-    around it (`a.txt, b.txt`), empty items dropped: every command's one rule. A value
-    that exists as written is that one path, commas and all (`scores,2020.csv`), as a
-    path with glob characters is (`match`). `exists`: tf.io.gfile's or Beam's for URLs."""
-    if isinstance(patterns, str) and patterns and exists(patterns):
-        return [patterns]
+    around it (`a.txt, b.txt`), empty items dropped: every command's one rule. A path
+    that exists as written is one item, commas and all (`scores,2020.csv`, also in
+    `scores,2020.csv,more.csv`), as a path with glob characters is one file (`match`):
+    an item that is no path is joined with the items after it, up to the first join
+    that is one. `exists`: tf.io.gfile's or Beam's for URLs."""
     if isinstance(patterns, str):
-        patterns = patterns.split(",")
+        parts, patterns, i = patterns.split(","), [], 0
+        while i < len(parts):
+            end = i + 1
+            if not exists(parts[i].strip()):
+                end = next((k for k in range(i + 2, len(parts) + 1)
+                            if exists(",".join(parts[i:k]).strip())), end)
+            patterns.append(",".join(parts[i:end]))
+            i = end
     return [p.strip() for p in patterns if p.strip()]
 
 
