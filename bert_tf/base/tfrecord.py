@@ -413,9 +413,7 @@ def _varint(buf, pos):
 
 
 def message_fields(buf):
-    """(field number, wire type, value) of a protocol-buffer message's bytes; LEN values
-    as bytes (also how export.batch_predict reads a SavedModel's signature without
-    TensorFlow)."""
+    """(field number, wire type, value) of a message (any protobuf); LEN values as bytes."""
     pos, end = 0, len(buf)
     while pos < end:
         key, pos = _varint(buf, pos)
