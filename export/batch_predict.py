@@ -468,19 +468,22 @@ def check_columns(plan, inputs):
                                  f"{', '.join(missing)} (the export's inputs: "
                                  f"{', '.join(needed)})")
         elif fmt == ".jsonl":
-            keys = list(inputs)
+            keys, first = list(inputs), None
             for record in read_records(path, fmt, open_read=storage.open_read):
                 try:
-                    value = json_object(record.value)
+                    first = json_object(record.value)
                 except ValueError:
                     continue            # a bad row, rejected in its shard
-                missing = [k for k in keys if k not in value]
+                missing = [k for k in keys if k not in first]
                 if missing:
                     raise InputError(
                         f"--input_file: {label}:{record.line}: the first JSON object has "
-                        f"the keys {', '.join(sorted(value)) or '(none)'}; the export "
+                        f"the keys {', '.join(sorted(first)) or '(none)'}; the export "
                         f"takes {', '.join(keys)} (no {', '.join(missing)})")
                 break
+            if first is None:
+                raise InputError(f"--input_file: {label}: no line is a JSON object (one a "
+                                 f"line, keyed by the export's inputs: {', '.join(keys)})")
 
 
 def check_rows(plan):

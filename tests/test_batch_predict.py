@@ -298,13 +298,18 @@ def test_a_jsonl_without_the_exports_keys_is_refused_before_loading(classifier, 
                                                                      capsys):
     """A .jsonl whose first object lacks the export's keys would reject every row: it
     is refused up front in one line naming the file, the keys found and the keys
-    expected, as a .csv header without the columns is; later rows without them are
-    still rejected one by one."""
+    expected, as a .csv header without the columns is, and so is one with no JSON object
+    at all; later rows without the keys are still rejected one by one."""
     source = write(tmp_path / "keys.jsonl", '\nnot json\n{"text": "x", "id": 1}\n')
     refused(main, [f"--model_dir={classifier}", f"--input_file={source}",
                    f"--output_file={tmp_path / 'out' / 'p'}"], capsys,
             [f"--input_file: {source}:3: the first JSON object has the keys id, text; the "
              f"export takes text_a (no text_a)"], str(tmp_path))
+    arrays = write(tmp_path / "arrays.jsonl", '["x"]\n["y"]\n')
+    refused(main, [f"--model_dir={classifier}", f"--input_file={arrays}",
+                   f"--output_file={tmp_path / 'out' / 'p'}"], capsys,
+            [f"--input_file: {arrays}: no line is a JSON object (one a line, keyed by the "
+             f"export's inputs: text_a)"], str(tmp_path))
     good = write(tmp_path / "good.jsonl", '{"text_a": "x"}\n{"text": "y"}\n')
     summary = main([f"--model_dir={classifier}", f"--input_file={good}",
                     f"--output_file={tmp_path / 'good' / 'p'}"])
