@@ -206,6 +206,20 @@ def test_an_output_file_that_is_a_folder_is_refused(fake_export, tmp_path, capsy
                 str(tmp_path))
 
 
+def test_a_path_with_commas_that_exists_is_one_name(tmp_path):
+    """file_patterns' rule, every command's: a path that exists as written is one name,
+    commas included, also inside a comma-separated list; names that are no path are
+    split at their commas as before."""
+    from bert_tf.base import file_patterns
+    comma = write(tmp_path / "scores,2020.txt", "x\n")
+    plain = write(tmp_path / "more.txt", "y\n")
+    assert file_patterns.split_patterns(comma) == [comma]
+    assert file_patterns.split_patterns(f"{comma}, {plain},{comma}") == [comma, plain, comma]
+    assert file_patterns.split_patterns(f"{tmp_path}/nope,x.txt") == [
+        f"{tmp_path}/nope", "x.txt"]
+    assert file_patterns.expand_file_patterns(f"{plain},{comma}") == sorted([comma, plain])
+
+
 @pytest.mark.slow
 def test_an_input_named_with_a_comma_is_read(classifier, tmp_path, capsys):
     """A path that exists as written is that file, commas included (file_patterns'
