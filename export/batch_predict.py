@@ -401,7 +401,10 @@ def respell(files, theirs):
     earlier = {}
     for label, path in (theirs or {}).get("real_files", {}).items():
         earlier.setdefault(path, label)
-    return {earlier.get(real(p), p): p for p in files}
+    labels = [earlier.get(real(p), p) for p in files]
+    if len(set(labels)) < len(labels):     # an earlier spelling that is another file now
+        labels = files
+    return dict(zip(labels, files))
 
 
 def layout(paths, shard_lines):
