@@ -1,36 +1,38 @@
 """Rows of the user's files, shared by the families that read them (classification,
 multi-label, SWAG): `DataError` (bad input, naming the file and line), `RowReport`
-(bad rows skipped and counted, or the first one an error) and `finish_report`, csv rows
-with their line numbers (`numbered_rows`), and the rows of a .jsonl (`jsonl_rows`) or a
-.tsv / .csv (`table_rows`) file with named or numbered columns.
+(bad rows skipped and counted, or the first one an error) and `finish_report`, a file's
+records with their line numbers (`file_records`: the project's one reader per format,
+bert_tf/base/text_records.py, so a quoted .csv cell may span lines), and the rows of a
+.jsonl (`jsonl_rows`) or a .tsv / .csv (`table_rows`) file with named or numbered columns.
 """
 
 import collections
-import csv
 import io
-import json
 import sys
 
-from bert_tf.base.files import read_text
+from bert_tf.base.files import decode_text
+from bert_tf.base.text_records import RecordError, json_object, records
 
 
 class DataError(ValueError):
     """Bad input data; the message starts with the file and line."""
 
 
-def numbered_rows(reader, path):
-    """(line number, fields) of each non-empty row of a csv.reader over `path`; a row
-    the csv module cannot parse is a DataError naming the file and line."""
-    while True:
-        start = reader.line_num + 1
-        try:
-            fields = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as e:
-            raise DataError(f"{path}:{start}: {e}") from None
-        if fields:
-            yield start, fields
+def file_records(path, fmt):
+    """The records of `path` in the format `fmt` (".jsonl", ".tsv", ".csv"), blank ones
+    left out: bert_tf/base/text_records.py's reader, after the whole file was checked to
+    be UTF-8 text (files.decode_text: the first byte that is not, or a NUL byte, is an
+    error naming its line). A record whose cells the csv module cannot read has its
+    `error`; a quote never closed is a DataError naming the line where it opens."""
+    with open(path, "rb") as f:
+        data = f.read()
+    decode_text(data, path)
+    try:
+        for record in records(io.BytesIO(data), fmt, path):
+            if record.value or record.error:
+                yield record
+    except RecordError as e:
+        raise DataError(str(e)) from None
 
 
 class RowReport:
@@ -81,29 +83,24 @@ def jsonl_rows(path, text_a_column, text_b_column, label_column, report):
     (text_b, label: None where no column is named); blank lines skipped, other rows
     counted and reported as malformed."""
     pair = text_b_column is not None
-    with io.StringIO(read_text(path)) as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                report.rows += 1
-                report.bad(where, "malformed", f"not valid JSON ({e.msg})")
-                continue
-            if not isinstance(row, dict):
-                report.rows += 1
-                report.bad(where, "malformed", "expected a JSON object")
-                continue
-            missing = [c for c in (text_a_column, text_b_column) if c is not None
-                       and c not in row]
-            if missing:
-                report.rows += 1
-                report.bad(where, "malformed", f"no key {missing[0]!r}")
-                continue
-            yield (where, row[text_a_column], row.get(text_b_column) if pair else None,
-                   row.get(label_column) if label_column is not None else None)
+    for record in file_records(path, ".jsonl"):
+        if not record.value.strip():
+            continue
+        where = f"{path}:{record.line}"
+        try:
+            row = json_object(record.value)
+        except ValueError as e:
+            report.rows += 1
+            report.bad(where, "malformed", str(e))
+            continue
+        missing = [c for c in (text_a_column, text_b_column) if c is not None
+                   and c not in row]
+        if missing:
+            report.rows += 1
+            report.bad(where, "malformed", f"no key {missing[0]!r}")
+            continue
+        yield (where, row[text_a_column], row.get(text_b_column) if pair else None,
+               row.get(label_column) if label_column is not None else None)
 
 
 def _resolve_column(path, header, column, has_header):
@@ -118,34 +115,38 @@ def _resolve_column(path, header, column, has_header):
 
 def table_rows(path, ext, text_a_column, text_b_column, label_column, has_header, report):
     """(where, text_a, text_b, raw label) of each .tsv (no quoting, GLUE's) or .csv
-    (RFC 4180) row with the header's number of fields (without a header: enough for the
-    named columns, 0-based indices); other rows counted and reported as malformed."""
+    (RFC 4180: a quoted cell may span lines; `where` names the line a row starts on) row
+    with the header's number of fields (without a header: enough for the named columns,
+    0-based indices); other rows counted and reported as malformed."""
     pair = text_b_column is not None
-    with io.StringIO(read_text(path), newline="") as f:
-        if ext == ".tsv":
-            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        else:
-            reader = csv.reader(f)
-        try:
-            header = next(reader) if has_header else []
-        except StopIteration:
-            raise DataError(f"{path}: empty file") from None
-        except csv.Error as e:
-            raise DataError(f"{path}:1: {e}") from None
-        columns = [_resolve_column(path, header, c, has_header)
-                   for c in (text_a_column, text_b_column, label_column) if c is not None]
-        width = len(header) if has_header else None
-        for start, fields in numbered_rows(reader, path):
-            where = f"{path}:{start}"
-            if (width is not None and len(fields) != width) or \
-                    max(columns) >= len(fields):
-                report.rows += 1
-                report.bad(where, "malformed",
-                           f"expected {width or max(columns) + 1} fields, found "
-                           f"{len(fields)}")
-                continue
-            values = iter(columns)
-            text_a = fields[next(values)]
-            text_b = fields[next(values)] if pair else None
-            raw_label = fields[next(values)] if label_column is not None else None
-            yield where, text_a, text_b, raw_label
+    rows = file_records(path, ext)
+    header = []
+    if has_header:
+        first = next(rows, None)
+        if first is None:
+            raise DataError(f"{path}: empty file")
+        if first.error:
+            raise DataError(f"{path}:{first.line}: {first.error}")
+        header = first.value
+    columns = [_resolve_column(path, header, c, has_header)
+               for c in (text_a_column, text_b_column, label_column) if c is not None]
+    width = len(header) if has_header else None
+    for record in rows:
+        where = f"{path}:{record.line}"
+        fields = record.value
+        if record.error:
+            report.rows += 1
+            report.bad(where, "malformed", record.error)
+            continue
+        if (width is not None and len(fields) != width) or \
+                max(columns) >= len(fields):
+            report.rows += 1
+            report.bad(where, "malformed",
+                       f"expected {width or max(columns) + 1} fields, found "
+                       f"{len(fields)}")
+            continue
+        values = iter(columns)
+        text_a = fields[next(values)]
+        text_b = fields[next(values)] if pair else None
+        raw_label = fields[next(values)] if label_column is not None else None
+        yield where, text_a, text_b, raw_label

@@ -41,7 +41,8 @@ FLAGS = {
         checkpoint_dir do_lower_case dtype freeze_weights max_seq_length max_text_bytes
         output_dir task top_k vocab_file""",
     "export.batch_predict": """
-        bad_lines input_file max_batch_size model_dir output_file runner shard_lines""",
+        bad_lines input_file max_batch_size model_dir output_file overwrite runner
+        shard_lines""",
     "tasks.glue": """
         bad_rows bert_config_file cpu_devices data_dir dev_file do_eval do_lower_case
         do_predict do_train doc_stride eval_batch_size has_header init_checkpoint

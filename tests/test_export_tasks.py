@@ -1102,7 +1102,9 @@ def batch_input(name, folder):
     names = sorted(real)
     rows = [{k: (v.tolist() if real[k].ndim > 1 else v) for k, v in zip(names, values)}
             for values in zip(*(real[k] for k in names))]
-    rows = [r for r in rows if not any(c in json.dumps(r) for c in ("\\n", "\\r"))]
+    # Lines of text: no line ends inside a row, and no NUL byte (not text: refused).
+    rows = [r for r in rows if not any(c in json.dumps(r) for c in ("\\n", "\\r",
+                                                                    "\\u0000"))]
     rows = [{k: (v.decode() if isinstance(v, bytes) else
                  [x.decode() if isinstance(x, bytes) else x for x in v]
                  if isinstance(v, list) else v) for k, v in r.items()} for r in rows]
@@ -1256,7 +1258,8 @@ def test_batch_predict_stops_on_an_input_that_changes_while_it_reads(all_exports
                       f"--output_file={prefix}", "--shard_lines=3")
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"error: --input_file: {source} changed while the job read it; the shards written "
-        f"before are of its earlier content: predict into another --output_file")
+        f"before are of its earlier content: predict into another --output_file, or pass "
+        f"--overwrite to predict it again")
     names = sorted(os.listdir(prefix.parent))
     assert [n for n in names if n.startswith("ner-0")] == ["ner-00000-of-00004.jsonl"], names
     assert not [n for n in names if n.endswith(".tmp")]

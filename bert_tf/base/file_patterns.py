@@ -2,8 +2,9 @@
 command that takes globs follows (create_pretraining_data, build_vocab, run_pretraining's
 reader, the Keras-fit reader). TF-free, so create_pretraining_data's main process can use it.
 
-- A path that exists as written is that file, even when it holds glob characters: a file
-  named `corpus [2020].txt` is read, not taken for a glob that matches nothing.
+- A path that exists as written is that file, even when it holds glob characters or
+  commas: a file named `corpus [2020].txt` is read, not taken for a glob that matches
+  nothing, and `scores,2020.csv` is not split into two names.
 - Otherwise a pattern with glob characters (`*`, `?`, `[`) is a glob, and what it matches
   leaves out the project's own side files, written beside outputs and never inputs:
   create_pretraining_data's `PREFIX.summary.json` (which `--input_file='shards/train*'`
@@ -51,11 +52,22 @@ def is_side_file(path):
     return SIDE_FILE.search(os.path.basename(path.rstrip("/"))) is not None
 
 
-def split_patterns(patterns):
+def split_patterns(patterns, exists=os.path.exists):
     """Comma-separated patterns (or a list of them) -> list, each stripped of the spaces
-    around it (`a.txt, b.txt`), empty items dropped: every command's one rule."""
+    around it (`a.txt, b.txt`), empty items dropped: every command's one rule. A path
+    that exists as written is one item, commas and all (`scores,2020.csv`, also in
+    `scores,2020.csv,more.csv`), as a path with glob characters is one file (`match`):
+    an item that is no path is joined with the items after it, up to the first join
+    that is one. `exists`: tf.io.gfile's or Beam's for URLs."""
     if isinstance(patterns, str):
-        patterns = patterns.split(",")
+        parts, patterns, i = patterns.split(","), [], 0
+        while i < len(parts):
+            end = i + 1
+            if not exists(parts[i].strip()):
+                end = next((k for k in range(i + 2, len(parts) + 1)
+                            if exists(",".join(parts[i:k]).strip())), end)
+            patterns.append(",".join(parts[i:end]))
+            i = end
     return [p.strip() for p in patterns if p.strip()]
 
 
@@ -86,7 +98,7 @@ def expand_file_patterns(patterns, skip=(), fs=LOCAL, allow_empty=False, flag="-
     reader that names an empty shard itself, when it reaches it). `fs`: the file system's
     calls (LOCAL, or tf.io.gfile's); `flag`: the flag the errors name."""
     files = []
-    for pattern in split_patterns(patterns):
+    for pattern in split_patterns(patterns, fs.exists):
         matched = match(pattern, fs.glob, fs.exists, skip=skip)
         if not matched:
             raise FileNotFoundError(f"{flag}: no file matches {pattern!r}")

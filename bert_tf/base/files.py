@@ -182,6 +182,17 @@ def _not_text(path, number, line, error=None):
                       f"binary file? expected UTF-8 text)")
 
 
+def check_no_nul(raw, path, number):
+    """ValueError naming the file, line and byte when the bytes `raw` (line `number` of
+    `path` and the lines after it) hold a NUL byte: the project's one rule for text, which
+    a UTF-16 or binary file breaks (extract_features, create_pretraining_data, the
+    fine-tuning readers and batch_predict refuse such a file)."""
+    nul = raw.find(b"\0")
+    if nul >= 0:
+        start = raw.rfind(b"\n", 0, nul) + 1
+        raise _not_text(path, number + raw.count(b"\n", 0, nul), raw[start:nul + 1])
+
+
 def text_line(raw, path, number):
     """Line `number` of the text file `path` as read (bytes) -> str, the line end and
     (on line 1) a UTF-8 BOM removed; ValueError naming the file, line and byte when the
@@ -190,8 +201,7 @@ def text_line(raw, path, number):
         line = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise _not_text(path, number, raw, e) from None
-    if "\0" in line:
-        raise _not_text(path, number, raw)
+    check_no_nul(raw, path, number)
     if number == 1:
         line = line.removeprefix("\ufeff")
     return line.rstrip("\n").rstrip("\r")
@@ -215,10 +225,7 @@ def decode_text(data, path):
         start = data.rfind(b"\n", 0, e.start) + 1
         e.start -= start
         raise _not_text(path, number, data[start:], e) from None
-    nul = data.find(b"\0")
-    if nul >= 0:
-        start = data.rfind(b"\n", 0, nul) + 1
-        raise _not_text(path, data.count(b"\n", 0, nul) + 1, data[start:nul + 1])
+    check_no_nul(data, path, 1)
     return text.removeprefix("\ufeff")
 
 

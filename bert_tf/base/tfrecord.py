@@ -412,8 +412,8 @@ def _varint(buf, pos):
         shift += 7
 
 
-def _fields(buf):
-    """(field number, wire type, value) of a message; LEN values as bytes."""
+def message_fields(buf):
+    """(field number, wire type, value) of a message (any protobuf); LEN values as bytes."""
     pos, end = 0, len(buf)
     while pos < end:
         key, pos = _varint(buf, pos)
@@ -454,7 +454,7 @@ def _packed_varints(buf):
 
 def _int64_list(buf):
     values = []
-    for number, wire, value in _fields(buf):
+    for number, wire, value in message_fields(buf):
         if number == 1:
             values.append(_packed_varints(value) if wire == 2 else
                           np.array([value], np.uint64).view(np.int64))
@@ -463,32 +463,32 @@ def _int64_list(buf):
 
 def _float_list(buf):
     values = []
-    for number, wire, value in _fields(buf):
+    for number, wire, value in message_fields(buf):
         if number == 1:
             values.append(np.frombuffer(value, "<f4"))
     return np.concatenate(values).astype(np.float32) if values else np.zeros(0, np.float32)
 
 
 def _bytes_list(buf):
-    return [bytes(value) for number, _, value in _fields(buf) if number == 1]
+    return [bytes(value) for number, _, value in message_fields(buf) if number == 1]
 
 
 def parse_example(data):
     """A serialized tf.train.Example -> {name: int64 array | float32 array | [bytes]}."""
     features = {}
-    for number, _, value in _fields(data):
+    for number, _, value in message_fields(data):
         if number != 1:  # Example.features
             continue
-        for entry_number, _, entry in _fields(value):
+        for entry_number, _, entry in message_fields(value):
             if entry_number != 1:  # Features.feature (map entry)
                 continue
             name, feature = None, b""
-            for n, _, v in _fields(entry):
+            for n, _, v in message_fields(entry):
                 if n == 1:
                     name = bytes(v).decode("utf-8")
                 elif n == 2:
                     feature = v
-            for kind, _, v in _fields(feature):
+            for kind, _, v in message_fields(feature):
                 if kind == 1:
                     features[name] = _bytes_list(v)
                 elif kind == 2:

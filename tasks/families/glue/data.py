@@ -10,10 +10,9 @@ import json
 import math
 import os
 
-from bert_tf.base.files import text_line
 # The rows every family's reader shares, as this module's names too.
-from tasks.rows import (DataError, RowReport, finish_report, jsonl_rows,  # noqa: F401
-                        numbered_rows, table_rows)
+from tasks.rows import (DataError, RowReport, file_records, finish_report,  # noqa: F401
+                        jsonl_rows, table_rows)
 
 
 # ----------------------------------------------------------------------------- tasks
@@ -98,15 +97,11 @@ class Example:
 
 def _tsv_lines(path):
     """(line number, fields) for each non-empty line of a tab-separated file without
-    quoting. Only "\\n" ends a line ("\\r" before it is dropped): GLUE's texts may hold
-    other line-break characters that must not split a row."""
-    # Read as bytes and decoded line by line, so a line that is not UTF-8 is named exactly
-    # (a text-mode file decodes in 8 kB chunks, before any line number is known).
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, 1):
-            line = text_line(raw, path, number)
-            if line:
-                yield number, line.split("\t")
+    quoting (tasks/rows.py's `file_records`: only "\\n" ends a line, "\\r" before it
+    dropped; GLUE's texts may hold other line-break characters that must not split a
+    row)."""
+    for record in file_records(path, ".tsv"):
+        yield record.line, record.value
 
 
 def _column_index(path, header, name):

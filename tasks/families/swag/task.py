@@ -22,23 +22,21 @@ the model (bert_tf.BertMultipleChoice) from them and `MultipleChoicePreprocessor
 text -> inputs step.
 """
 
-import csv
 import dataclasses
-import io
 import os
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.text import batching
-from bert_tf.base.files import atomic_write, read_text
+from bert_tf.base.files import atomic_write
 from bert_tf.text.preprocessor import BertPreprocessor
 from bert_tf.models.task_models import BertMultipleChoice, loss_scaled
 from tasks import driver
 from tasks.families.swag.serving import MultipleChoiceModule
 from tasks.task import Task, family
 from tasks.keras_metrics import ConfusionMatrixMetric
-from tasks.rows import DataError, RowReport, finish_report, numbered_rows
+from tasks.rows import DataError, RowReport, file_records, finish_report
 from tasks.outputs import predict_outputs, softmax
 
 NUM_CHOICES = 4
@@ -64,44 +62,47 @@ def read_swag_csv(path, with_labels=True, policy="skip"):
         raise FileNotFoundError(f"{path}: file not found")
     report = RowReport(path, policy)
     examples = []
-    with io.StringIO(read_text(path), newline="") as f:
-        reader = csv.reader(f)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise DataError(f"{path}: empty file") from None
-        except csv.Error as e:
-            raise DataError(f"{path}:1: {e}") from None
-        needed = ("sent1", "sent2") + ENDINGS + (("label",) if with_labels else ())
-        missing = [name for name in needed if name not in header]
-        if missing:
-            raise DataError(f"{path}:1: no column {missing[0]!r} in the header "
-                            f"({', '.join(repr(h) for h in header)})")
-        index = {name: header.index(name) for name in needed}
-        for start, fields in numbered_rows(reader, path):
-            report.rows += 1
-            where = f"{path}:{start}"
-            if len(fields) != len(header):
-                report.bad(where, "malformed",
-                           f"expected {len(header)} fields, found {len(fields)}")
+    rows = file_records(path, ".csv")
+    first = next(rows, None)
+    if first is None:
+        raise DataError(f"{path}: empty file")
+    if first.error:
+        raise DataError(f"{path}:{first.line}: {first.error}")
+    header = first.value
+    needed = ("sent1", "sent2") + ENDINGS + (("label",) if with_labels else ())
+    missing = [name for name in needed if name not in header]
+    if missing:
+        raise DataError(f"{path}:1: no column {missing[0]!r} in the header "
+                        f"({', '.join(repr(h) for h in header)})")
+    index = {name: header.index(name) for name in needed}
+    for record in rows:
+        report.rows += 1
+        where = f"{path}:{record.line}"
+        fields = record.value
+        if record.error:
+            report.bad(where, "malformed", record.error)
+            continue
+        if len(fields) != len(header):
+            report.bad(where, "malformed",
+                       f"expected {len(header)} fields, found {len(fields)}")
+            continue
+        context = fields[index["sent1"]]
+        endings = [fields[index[name]] for name in ENDINGS]
+        empty = [name for name, text in zip(("sent1",) + ENDINGS, [context] + endings)
+                 if not text.strip()]
+        if empty:
+            report.bad(where, "empty_text", f"empty {empty[0]}")
+            continue
+        label = None
+        if with_labels:
+            raw = fields[index["label"]].strip()
+            if raw not in ("0", "1", "2", "3"):
+                report.bad(where, "unknown_label", f"label {raw!r} is not 0, 1, 2 or 3")
                 continue
-            context = fields[index["sent1"]]
-            endings = [fields[index[name]] for name in ENDINGS]
-            empty = [name for name, text in zip(("sent1",) + ENDINGS, [context] + endings)
-                     if not text.strip()]
-            if empty:
-                report.bad(where, "empty_text", f"empty {empty[0]}")
-                continue
-            label = None
-            if with_labels:
-                raw = fields[index["label"]].strip()
-                if raw not in ("0", "1", "2", "3"):
-                    report.bad(where, "unknown_label", f"label {raw!r} is not 0, 1, 2 or 3")
-                    continue
-                label = int(raw)
-            guid = where if with_labels else str(report.rows - 1)
-            examples.append(SwagExample(guid, context, fields[index["sent2"]], endings,
-                                        label))
+            label = int(raw)
+        guid = where if with_labels else str(report.rows - 1)
+        examples.append(SwagExample(guid, context, fields[index["sent2"]], endings,
+                                    label))
     return examples, report
 
 
