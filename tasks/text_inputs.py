@@ -27,7 +27,7 @@ import tensorflow as tf
 from bert_tf.models.task_layers import WINDOW_POOLINGS
 from bert_tf.models.task_models import window_settings
 from bert_tf.text import batching
-from bert_tf.text.windows import default_doc_stride
+from bert_tf.text.windows import check_doc_stride, default_doc_stride
 from tasks.driver import FineTuneConfig
 
 # Help texts of the window flags, for the families' commands (tasks/common.py's
@@ -39,8 +39,9 @@ FLAGS = {
         "logits, at training, evaluation and in the export (default: 1, or the trained "
         "run's). Single texts only")),
     "doc_stride": dict(help=(
-        "with --max_windows other than 1: pieces between the starts of two windows "
-        "(default: half a window, or the trained run's)")),
+        "with --max_windows other than 1: pieces between the starts of two windows, "
+        "at most max_seq_length - 2 (windows end to end; default: half a window, or "
+        "the trained run's)")),
     "window_pooling": dict(choices=WINDOW_POOLINGS, help=(
         "with --max_windows other than 1: a text's logits are the mean or the max of "
         "its windows' (default: mean, or the trained run's)")),
@@ -57,7 +58,10 @@ class WindowConfig(FineTuneConfig):
 
 
 def check(config, pair):
-    """The window flags against the rest: one text, a batching that keeps windows."""
+    """The window flags against the rest: one text, a batching that keeps windows, a
+    stride within a window."""
+    if config.max_seq_length is not None:
+        check_doc_stride(config.doc_stride, config.max_seq_length)
     if config.max_windows is not None and config.max_windows < 0:
         raise ValueError(f"--max_windows must be 0 (no limit) or more, got "
                          f"{config.max_windows}")
@@ -78,8 +82,8 @@ def check(config, pair):
 
 def training_config(config):
     """A training run's window fields: the flags, else the defaults (doc_stride stays
-    unset: `stride` derives it from max_seq_length, and a resumed run is compared on what
-    its flags said)."""
+    unset: `stride` derives it from max_seq_length, and a resumed run compares the value
+    TASK_config.json keeps, tasks/resume.py's resume_settings)."""
     return config.replace(
         max_windows=1 if config.max_windows is None else config.max_windows,
         window_pooling=config.window_pooling or "mean")

@@ -70,8 +70,8 @@ from bert_tf.models.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNI
 from bert_tf.models.task_models import BertTokenClassifier, loss_scaled
 from bert_tf.text import conlleval
 from bert_tf.text.packing import pack_row
-from bert_tf.text.windows import (default_doc_stride, max_context,  # noqa: F401
-                                  windows)           # (as ner.<name> too)
+from bert_tf.text.windows import (check_doc_stride, default_doc_stride,  # noqa: F401
+                                  max_context, windows)  # (as ner.<name> too)
 from tasks import driver, frozen_features
 from tasks.task import Task, family
 # The reader, as tasks.families.ner.<name> too.
@@ -347,6 +347,7 @@ class NerTask(Task):
 
     def _length(self, config):
         check_seq_length(config.max_seq_length)
+        check_doc_stride(config.doc_stride, config.max_seq_length)
         return config
 
     def training_config(self, config):
