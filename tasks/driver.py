@@ -102,7 +102,7 @@ def run(task, config):
                                  [("--vocab_file", config.vocab_file)])
         resuming, _ = check_resume_state(config.output_dir, resume_settings(
             config, *step_plan(config, train_steps(config, task.num_examples(train))), data,
-            settings))
+            task.resolved(config, settings)))
     else:
         settings = saved
     evaluation = task.read_eval(config, settings, tokenizer)
@@ -131,7 +131,7 @@ def run(task, config):
         metric, mode = task.monitor(settings)
         fit(trained, lambda: task.dataset(train, config, settings, training=True), eval_ds,
             config, num_steps, monitor=f"val_{metric}" if eval_ds is not None else None,
-            mode=mode, saved=model, data=data, resolved=settings)
+            mode=mode, saved=model, data=data, resolved=task.resolved(config, settings))
     run_dir.load_weights(model, run_dir.weights_file(config.output_dir))
 
     results = {}

@@ -193,8 +193,14 @@ def test_ner_resume_with_other_windows_or_line_unit_leaves_the_run_folder_unchan
                    f"error: {state} is the resumable state of a run with other settings "
                    f"(doc_stride: 4 there, 2 now", capsys)
     assert_refused("tasks.ner", argv + ["--line_unit=character"], out,
-                   "(line_unit: 'auto' there, 'character' now", capsys)
+                   "(line_unit: 'word' there, 'character' now", capsys)
     assert json.load(open(os.path.join(out, "ner_config.json")))["doc_stride"] == 4
+    # The stride and the unit named at what they resolved to (half a window; the file's
+    # own words under auto): the same run, resumed to its end.
+    code, lines = run_command("tasks.ner", argv + ["--doc_stride=4", "--line_unit=word"],
+                              capsys)
+    assert code == 0, lines
+    assert not os.path.exists(os.path.join(out, "resume"))
 
 
 def test_resume_compares_settings_as_they_resolved(files, capsys, monkeypatch):

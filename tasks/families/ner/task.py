@@ -373,8 +373,14 @@ class NerTask(Task):
         if conll.columns == 1:
             raise ValueError(f"{config.train_file}: no tags to train on (one column)")
         self.labels = label_list(conll)
+        self.line_unit = conll.line_unit
         return featurize(config.train_file, tokenizer, self.labels, config.max_seq_length,
                          conll, doc_stride=config.doc_stride)[1]
+
+    def resolved(self, config, settings):
+        """--line_unit=auto as the training file's lines were read: a resume that names
+        that unit is the same run."""
+        return dict(settings, line_unit=self.line_unit)
 
     def num_examples(self, features):
         return len(features["token_ids"])
