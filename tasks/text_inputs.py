@@ -62,6 +62,8 @@ def check(config, pair):
     stride within a window."""
     if config.max_seq_length is not None:
         check_doc_stride(config.doc_stride, config.max_seq_length)
+    if config.do_train:           # a later run's windows are checked as they resolve
+        check_window_flags(config, 1 if config.max_windows is None else config.max_windows)
     if config.max_windows is not None and config.max_windows < 0:
         raise ValueError(f"--max_windows must be 0 (no limit) or more, got "
                          f"{config.max_windows}")
@@ -78,6 +80,22 @@ def check(config, pair):
         raise ValueError(f"--jit_compile compiles fixed shapes; with "
                          f"--max_windows={config.max_windows} a batch computes as many "
                          f"windows as its texts have: drop one of the two")
+
+
+def check_window_flags(config, max_windows, trained=False):
+    """--doc_stride and --window_pooling shape windows: a run that cuts its texts
+    (max_windows 1: given, the default, or `trained`, the trained run's) refuses them
+    rather than ignore them."""
+    if max_windows != 1:
+        return
+    for flag in ("doc_stride", "window_pooling"):
+        value = getattr(config, flag)
+        if value is not None:
+            raise ValueError(
+                f"--{flag}={value}: only texts read in windows have it, and this run "
+                f"cuts a text at max_seq_length - 2 pieces (max_windows 1"
+                f"{', as the trained run' if trained else ''}): add --max_windows "
+                f"(0: every window), or drop --{flag}")
 
 
 def training_config(config):
@@ -97,6 +115,10 @@ def stride(config):
 def restored_config(config, saved):
     """A later run's window fields: the flags, else the trained run's (settings `saved`;
     a run that kept none cut its texts)."""
+    if config.max_windows is None:
+        check_window_flags(config, saved.get("max_windows", 1), trained=True)
+    else:
+        check_window_flags(config, config.max_windows)
     return config.replace(
         max_windows=saved.get("max_windows", 1) if config.max_windows is None
         else config.max_windows,
@@ -171,5 +193,6 @@ def dataset(texts_a, texts_b, targets, preprocess_fn, batch_size, max_seq_length
     return batching.finish(ds)
 
 
-__all__ = ["FLAGS", "WindowConfig", "check", "training_config", "restored_config",
-           "settings", "stride", "config_settings", "preprocess", "dataset"]
+__all__ = ["FLAGS", "WindowConfig", "check", "check_window_flags", "training_config",
+           "restored_config", "settings", "stride", "config_settings", "preprocess",
+           "dataset"]

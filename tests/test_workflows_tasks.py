@@ -271,6 +271,30 @@ def test_a_doc_stride_past_the_window_is_refused(files, capsys, module, flags):
     check_doc_stride(14, 16)
 
 
+@pytest.mark.parametrize("module", ["tasks.glue", "tasks.families.multilabel.__main__"])
+def test_window_flags_of_a_run_that_cuts_its_texts_are_refused(files, capsys, module):
+    """--doc_stride or --window_pooling without --max_windows (a classifier that cuts a
+    long text, google's default) would be ignored, the rest of the text never read: one
+    line says so and how to have windows, before anything is written."""
+    out = str(files["root"] / "out")
+    train = files["train"]
+    if module != "tasks.glue":
+        train = files["root"] / "multi.jsonl"
+        train.write_text('{"text": "good film", "labels": ["a"]}\n', encoding="utf-8")
+    argv = ["--do_train", f"--train_file={train}", f"--output_dir={out}",
+            f"--bert_config_file={files['config']}", f"--vocab_file={files['vocab']}",
+            "--max_seq_length=16"] + (["--task_name=custom"] if module == "tasks.glue" else [])
+    for flag in ("--doc_stride=7", "--window_pooling=max"):
+        assert_refused(module, argv + [flag], out,
+                       f"error: {flag}: only texts read in windows have it, and this run "
+                       f"cuts a text at max_seq_length - 2 pieces (max_windows 1): add "
+                       f"--max_windows (0: every window), or drop {flag.split('=')[0]}",
+                       capsys)
+        assert_refused(module, argv + [flag, "--max_windows=1"], out,
+                       "this run cuts a text", capsys)
+    assert not os.path.exists(out)
+
+
 # ------------------------------------------------- 2. a SQuAD v2.0 file read as v1.1
 
 def test_squad_v2_file_without_the_flag_is_refused(files, capsys):
