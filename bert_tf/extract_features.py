@@ -70,6 +70,7 @@ from bert_tf.base.cli import (ArgumentParser, boolean, check_not_inputs, check_o
 from bert_tf.base.files import TMP_SUFFIX, decode_text, read_text
 from bert_tf.data import storage
 from bert_tf.base.input_names import INPUT_NAMES
+from bert_tf.text.windows import check_doc_stride
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
@@ -289,6 +290,7 @@ def run(args, pipeline_args=()):
         raise ValueError("--init_checkpoint is required")
     check_seq_length(args.max_seq_length)
     parse_layers(args.layers)             # the form; the range once the model is read
+    check_doc_stride(args.doc_stride, args.max_seq_length)
     if args.runner is None:
         storage.check_local([("--input_file", args.input_file),
                              ("--output_file", args.output_file)])
@@ -560,8 +562,9 @@ def main(argv=None):
     f("--batch_size", type=int, default=32)
     f("--doc_stride", type=int, default=None,
       help="read a single text longer than max_seq_length - 2 pieces in windows starting "
-           "this many pieces apart, each piece's vectors from the window where it has "
-           "the most context (default: cut it there, as google's extract_features does)")
+           "this many pieces apart (at most max_seq_length - 2: windows end to end), each "
+           "piece's vectors from the window where it has the most context (default: cut "
+           "it there, as google's extract_features does)")
     f("--init_checkpoint", default=None,
       help="google TF1 checkpoint, HF directory or .keras file; or a released "
            "checkpoint's name (uncased_L-12_H-768_A-12, bert-base-uncased, ...: "

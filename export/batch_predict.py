@@ -167,7 +167,9 @@ def counted_outputs(signature):
     if declared:
         raise InputError(f"--model_dir: the signature's outputs {', '.join(declared)} are "
                          f"padded per call, and expected one [batch] integer num_... "
-                         f"output counting their entries, got {len(counts)}")
+                         f"output counting their entries, got {len(counts)} (a windowed "
+                         f"classifier exported before its outputs declared their class "
+                         f"count: export it again)")
     return None, ()
 
 

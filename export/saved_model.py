@@ -9,11 +9,11 @@ directory can be moved and served as is:
 
     tensorflow_model_server --model_name=bert --model_base_path=$PWD/models/bert_embeddings
 
-Tasks: pretraining (fill_mask) and embeddings from a pretrained checkpoint;
-classification, swag, ner and squad from the --output_dir of a fine-tuning run
-(tasks/glue.py, swag.py, ner.py, squad.py), which holds TASK_config.json,
-bert_config.json, vocab.txt and the weights; the run's task family (tasks/families/)
-names its serving module, which its `from_run` builds from the run's settings:
+Tasks: pretraining (fill_mask) and embeddings from a pretrained checkpoint; the task
+families (classification, swag, ner, squad, multilabel: tasks/families/'s registry, which
+--help lists) from the --output_dir of a fine-tuning run, which holds TASK_config.json,
+bert_config.json, vocab.txt and the weights; the run's task family names its serving
+module, which its `from_run` builds from the run's settings:
 
     python -m export.saved_model --task classification --checkpoint_dir runs/mrpc \\
         --output_dir models/mrpc
@@ -183,9 +183,9 @@ def main(argv=None):
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--task", required=True, choices=TASKS)
     p.add_argument("--checkpoint_dir", required=True,
-                   help="pretraining/embeddings: google TF1, HF directory or .keras "
-                        "(vocab.txt beside); classification/swag/ner/squad: the "
-                        "--output_dir of the fine-tuning run")
+                   help=f"{'/'.join(PRETRAINED)}: google TF1, HF directory or .keras "
+                        f"(vocab.txt beside); {'/'.join(REGISTRY)}: the --output_dir of "
+                        f"the fine-tuning run")
     p.add_argument("--output_dir", required=True, help="models/NAME; versions go below it")
     p.add_argument("--vocab_file", default=None)
     boolean(p, "--do_lower_case", default=True)

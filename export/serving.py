@@ -247,8 +247,9 @@ class ClassifierServing(ServingModule):
                                        self.model(f, training=False).items()}, features)
         pooled = {}
         for name, value in out.items():          # [windows, K], or [windows] ("score")
-            per_text = tf.RaggedTensor.from_row_splits(
-                tf.reshape(value, [tf.shape(value)[0], -1]), splits, validate=False)
+            # K stays static (the window model's), so the signature declares [batch, K].
+            rows = value[:, None] if value.shape.rank == 1 else value        # [windows, K]
+            per_text = tf.RaggedTensor.from_row_splits(rows, splits, validate=False)
             mask = tf.sequence_mask(per_text.row_lengths())  # [batch, most windows]
             value = pool_windows(per_text.to_tensor(), mask, pooling)         # [batch, K]
             pooled[name] = value[:, 0] if name == "score" else value

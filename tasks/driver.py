@@ -101,7 +101,8 @@ def run(task, config):
         data = data_fingerprints(task.training_files(config) +
                                  [("--vocab_file", config.vocab_file)])
         resuming, _ = check_resume_state(config.output_dir, resume_settings(
-            config, *step_plan(config, train_steps(config, task.num_examples(train))), data))
+            config, *step_plan(config, train_steps(config, task.num_examples(train))), data,
+            task.resolved(config, settings)))
     else:
         settings = saved
     evaluation = task.read_eval(config, settings, tokenizer)
@@ -130,7 +131,7 @@ def run(task, config):
         metric, mode = task.monitor(settings)
         fit(trained, lambda: task.dataset(train, config, settings, training=True), eval_ds,
             config, num_steps, monitor=f"val_{metric}" if eval_ds is not None else None,
-            mode=mode, saved=model, data=data)
+            mode=mode, saved=model, data=data, resolved=task.resolved(config, settings))
     run_dir.load_weights(model, run_dir.weights_file(config.output_dir))
 
     results = {}
@@ -299,7 +300,7 @@ def remove_earlier_weights(output_dir):
 
 
 def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max",
-        eval_steps=None, saved=None, data=None):
+        eval_steps=None, saved=None, data=None, resolved=None):
     """Keras fit with TensorBoard, progress (a bar on a terminal, else a line every 5% of
     the steps), each step's logs in output_dir/train_log.jsonl, and two checkpoints in
     output_dir: `last.weights.h5` after every epoch and `best.weights.h5` for the best
@@ -312,7 +313,9 @@ def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max
     Interrupted (one line, exit 1). A run that finds that state continues from its step,
     bit for bit as if never stopped.
     `data`: what the run learns from, by content (tasks/resume.py's data_fingerprints),
-    kept in the state: a resume on other data is refused.
+    kept in the state: a resume on other data is refused. `resolved`: the run's settings
+    (TASK_config.json's dict), which the state compares as they resolved
+    (tasks/resume.py's resume_settings).
     `train_ds_fn()` makes the training tf.data.Dataset, a new one for each fit call: the
     iterators of one dataset object may share its shuffles' reshuffling state, so each
     stream starts from a dataset that nothing has read. Returns the Keras History of
@@ -328,7 +331,8 @@ def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max
     first_ds = train_ds_fn()
     with fit_reads_only_its_data(model, first_ds.element_spec):
         state = ResumeState(config.output_dir, model, saved,
-                            resume_settings(config, steps_per_epoch, epochs, data))
+                            resume_settings(config, steps_per_epoch, epochs, data,
+                                            resolved))
         start = resume_step(state, best, total_steps)
         if start is None:
             return None

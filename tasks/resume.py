@@ -38,11 +38,15 @@ MOST_IMPORTANT = ("init_checkpoint", "bert_config_file", "vocab_file", "do_lower
 DERIVED = ("steps_per_epoch", "epochs")
 
 
-def resume_settings(config, steps_per_epoch, epochs, data=None):
+def resume_settings(config, steps_per_epoch, epochs, data=None, resolved=None):
     """What a resumable state must match to be resumed: the training config's fields
     (all but RESUME_FREE), the step plan and `data`, what the run learns from by
-    content (`data_fingerprints`), as JSON values."""
+    content (`data_fingerprints`), as JSON values. `resolved`: the run's settings (its
+    TASK_config.json dict); a field it holds is compared as it resolved there, not as
+    the flag said (--doc_stride given at the value its default resolves to, --labels
+    given as the training file's, are the same settings as the defaults)."""
     values = {k: v for k, v in dataclasses.asdict(config).items() if k not in RESUME_FREE}
+    values.update({k: v for k, v in (resolved or {}).items() if k in values})
     values.update(steps_per_epoch=steps_per_epoch, epochs=epochs, data=data or {})
     return json.loads(json.dumps(values, default=str))
 

@@ -104,6 +104,12 @@ class Task:
         """TASK_config.json of a training run (what `restore` and export read back)."""
         raise NotImplementedError
 
+    def resolved(self, config, settings):
+        """The training run's settings as a resumed run compares them
+        (tasks/resume.py's resume_settings): `settings` (TASK_config.json's), and what
+        else a flag's default resolved to that the file does not keep."""
+        return settings
+
     def read_eval(self, config, settings, tokenizer):
         """The evaluation data (also the validation set during training), or None."""
         return None

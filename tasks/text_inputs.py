@@ -27,7 +27,7 @@ import tensorflow as tf
 from bert_tf.models.task_layers import WINDOW_POOLINGS
 from bert_tf.models.task_models import window_settings
 from bert_tf.text import batching
-from bert_tf.text.windows import default_doc_stride
+from bert_tf.text.windows import check_doc_stride, default_doc_stride
 from tasks.driver import FineTuneConfig
 
 # Help texts of the window flags, for the families' commands (tasks/common.py's
@@ -39,8 +39,9 @@ FLAGS = {
         "logits, at training, evaluation and in the export (default: 1, or the trained "
         "run's). Single texts only")),
     "doc_stride": dict(help=(
-        "with --max_windows other than 1: pieces between the starts of two windows "
-        "(default: half a window, or the trained run's)")),
+        "with --max_windows other than 1: pieces between the starts of two windows, "
+        "at most max_seq_length - 2 (windows end to end; default: half a window, or "
+        "the trained run's)")),
     "window_pooling": dict(choices=WINDOW_POOLINGS, help=(
         "with --max_windows other than 1: a text's logits are the mean or the max of "
         "its windows' (default: mean, or the trained run's)")),
@@ -57,7 +58,12 @@ class WindowConfig(FineTuneConfig):
 
 
 def check(config, pair):
-    """The window flags against the rest: one text, a batching that keeps windows."""
+    """The window flags against the rest: one text, a batching that keeps windows, a
+    stride within a window."""
+    if config.max_seq_length is not None:
+        check_doc_stride(config.doc_stride, config.max_seq_length)
+    if config.do_train:           # a later run's windows are checked as they resolve
+        check_window_flags(config, 1 if config.max_windows is None else config.max_windows)
     if config.max_windows is not None and config.max_windows < 0:
         raise ValueError(f"--max_windows must be 0 (no limit) or more, got "
                          f"{config.max_windows}")
@@ -76,10 +82,26 @@ def check(config, pair):
                          f"windows as its texts have: drop one of the two")
 
 
+def check_window_flags(config, max_windows, trained=False):
+    """--doc_stride and --window_pooling shape windows: a run that cuts its texts
+    (max_windows 1: given, the default, or `trained`, the trained run's) refuses them
+    rather than ignore them."""
+    if max_windows != 1:
+        return
+    for flag in ("doc_stride", "window_pooling"):
+        value = getattr(config, flag)
+        if value is not None:
+            raise ValueError(
+                f"--{flag}={value}: only texts read in windows have it, and this run "
+                f"cuts a text at max_seq_length - 2 pieces (max_windows 1"
+                f"{', as the trained run' if trained else ''}): add --max_windows "
+                f"(0: every window), or drop --{flag}")
+
+
 def training_config(config):
     """A training run's window fields: the flags, else the defaults (doc_stride stays
-    unset: `stride` derives it from max_seq_length, and a resumed run is compared on what
-    its flags said)."""
+    unset: `stride` derives it from max_seq_length, and a resumed run compares the value
+    TASK_config.json keeps, tasks/resume.py's resume_settings)."""
     return config.replace(
         max_windows=1 if config.max_windows is None else config.max_windows,
         window_pooling=config.window_pooling or "mean")
@@ -93,6 +115,10 @@ def stride(config):
 def restored_config(config, saved):
     """A later run's window fields: the flags, else the trained run's (settings `saved`;
     a run that kept none cut its texts)."""
+    if config.max_windows is None:
+        check_window_flags(config, saved.get("max_windows", 1), trained=True)
+    else:
+        check_window_flags(config, config.max_windows)
     return config.replace(
         max_windows=saved.get("max_windows", 1) if config.max_windows is None
         else config.max_windows,
@@ -167,5 +193,6 @@ def dataset(texts_a, texts_b, targets, preprocess_fn, batch_size, max_seq_length
     return batching.finish(ds)
 
 
-__all__ = ["FLAGS", "WindowConfig", "check", "training_config", "restored_config",
-           "settings", "stride", "config_settings", "preprocess", "dataset"]
+__all__ = ["FLAGS", "WindowConfig", "check", "check_window_flags", "training_config",
+           "restored_config", "settings", "stride", "config_settings", "preprocess",
+           "dataset"]

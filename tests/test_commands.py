@@ -91,3 +91,19 @@ def test_help_exits_0_and_lists_the_same_flags(command, capsys):
     assert exit_.value.code == 0
     shown = set(re.findall(r"(?<![\w-])--([a-z][a-z0-9_]*)", capsys.readouterr().out))
     assert shown - {"help"} == set(FLAGS[command].split()), command
+
+
+def test_export_help_names_every_task_family_for_its_run_directory(capsys):
+    """export.saved_model --help: the --checkpoint_dir line names every task of --task,
+    the pretrained ones and each registered family (multi-label included), as what the
+    flag takes; the list is the registry's, so a new family is named there too."""
+    import re
+    from tasks.families import REGISTRY
+    with pytest.raises(SystemExit):
+        importlib.import_module("export.saved_model").main(["--help"])
+    out = capsys.readouterr().out
+    line = " ".join(out.split("\n  --checkpoint_dir CHECKPOINT_DIR\n", 1)[1]
+                    .split("\n  --", 1)[0].split())
+    assert re.search(r"pretraining/embeddings: .*; classification/swag/ner/squad/"
+                     r"multilabel: the --output_dir of the fine-tuning run$", line), line
+    assert "/".join(REGISTRY) + ":" in line

@@ -1235,6 +1235,121 @@ def test_batch_predict_cuts_lists_padded_per_call_to_their_count():
     with pytest.raises(InputError, match=r"outputs label are padded per call, and expected "
                                          r"one \[batch\] integer num_\.\.\. output"):
         counted_outputs(signature(label=[None, None], probabilities=[None, 3]))
+    # A windowed classifier's outputs as its export declares them: [batch, K], taken
+    # whole. The same export written when it declared [batch, None] is refused, and the
+    # line says what to do.
+    assert counted_outputs(signature(probabilities=[None, 3], label_id=[None],
+                                     label=[None])) == (None, ())
+    with pytest.raises(InputError, match=r"outputs probabilities are padded per call, .* "
+                                         r"\(a windowed classifier exported before .*: "
+                                         r"export it again\)$"):
+        counted_outputs(signature(probabilities=[None, None], label_id=[None], label=[None]))
+
+
+# Outputs whose width is the call's own, by signature: (export, signature) -> {output:
+# (axis, why)}. Every other dimension but the batch's is declared in the SavedModel.
+PER_CALL_DIMENSIONS = {
+    # NER's entities: a text has as many as it has (counted by num_entities, padded to
+    # the call's largest count, as TF Serving pads a dense list).
+    **{("ner", s): {k: (1, "entities") for k in ("label", "text", "start_char", "end_char")}
+       for s in ("serving_default", "serve_examples")},
+    # serve_tokenized answers per token of the ids it is given: their sequence length is
+    # the caller's (the text signatures pad to max_seq_length, declared).
+    ("ner", "serve_tokenized"): {k: (1, "the input's sequence")
+                                 for k in ("logits", "label_id", "label")},
+    ("squad", "serve_tokenized"): {k: (1, "the input's sequence")
+                                   for k in ("start_logits", "end_logits")},
+    ("bert_embeddings", "serve_tokenized"): {k: (1, "the input's sequence")
+                                             for k in ("sequence_output", "padding_mask")},
+}
+
+WINDOW_TEXTS = ["the quick brown fox jumps over the lazy dog . " * 6, "paris", "",
+                "john smith lives in new york , the capital of the long river . " * 3,
+                "héllo wörld 中文"]
+
+
+@pytest.fixture(scope="module")
+def windowed_exports(tmp_path_factory):
+    """The exports all_exports leaves out: runs read in windows (classification,
+    regression, multi-label: max_windows 0, doc_stride 5 of 22 pieces), a multi-label
+    run that cuts, and the windowed classifier at int8."""
+    root = tmp_path_factory.mktemp("windowed")
+    windows = dict(max_windows=0, doc_stride=5, window_pooling="mean")
+    glue_run = {"task": "glue", "task_name": "custom", "text_inputs": ["text_a"],
+                "dropout": None}
+    multi = {"task": "multilabel", "model": "BertClassifier", "labels": ["x", "y", "z", "w"],
+             "num_classes": 4, "thresholds": [0.3, 0.5, 0.5, 0.7], "text_inputs": ["text_a"],
+             "label_delimiter": ",", "dropout": None}
+    runs = {
+        "windowed_classification": ("classification", make_run_dir(
+            str(root / "wc"), "glue", dict(glue_run, labels=["a", "b", "c"], regression=False,
+                                            num_classes=3, **windows),
+            lambda e: BertClassifier(e, 3), seed=7)),
+        "windowed_regression": ("classification", make_run_dir(
+            str(root / "wr"), "glue", dict(glue_run, task_name="stsb", labels=None,
+                                            regression=True, num_classes=1, **windows),
+            lambda e: BertClassifier(e, 1, output_bias=2.5), seed=8)),
+        "windowed_multilabel": ("multilabel", make_run_dir(
+            str(root / "wm"), "multilabel", dict(multi, **windows),
+            lambda e: BertClassifier(e, 4), seed=9)),
+        "multilabel": ("multilabel", make_run_dir(
+            str(root / "ml"), "multilabel", multi, lambda e: BertClassifier(e, 4), seed=10)),
+    }
+    exports = {name: export(build_module(task, run, None, True), str(root / "models" / name))
+               for name, (task, run) in runs.items()}
+    exports["windowed_classification_int8"] = export(build_module(
+        "classification", runs["windowed_classification"][1], None, True, dtype="int8"),
+        str(root / "models" / "int8"))
+    return exports
+
+
+@pytest.mark.slow
+def test_every_export_declares_its_shapes_and_runs_through_batch_predict(
+        all_exports, windowed_exports, tmp_path):
+    """Every kind of export the project writes (classification pairs, regression,
+    multi-label, each read in windows or cut, int8, SWAG, NER, SQuAD, embeddings,
+    fill-mask): each signature declares every output dimension but the batch's, the
+    per-call ones of PER_CALL_DIMENSIONS aside (a windowed classifier's probabilities
+    are [batch, K], not [batch, None]), its answers have the declared shapes, and
+    export.batch_predict predicts with it, each row's line the signature's answer."""
+    exports = dict(all_exports, **windowed_exports)
+    for name, path in sorted(exports.items()):
+        loaded = loaded_export(path)
+        for signature, fn in sorted(loaded.signatures.items()):
+            open_dims = PER_CALL_DIMENSIONS.get((name.split("-")[0], signature), {})
+            for key, spec in fn.structured_outputs.items():
+                shape = spec.shape
+                assert shape.rank is not None, (name, signature, key)
+                unknown = [axis for axis, size in enumerate(shape.as_list())
+                           if size is None and axis > 0]
+                allowed = [open_dims[key][0]] if key in open_dims else []
+                assert unknown == allowed, (name, signature, key, shape)
+        signature = loaded.signatures["serving_default"]
+        if name in windowed_exports:
+            source = str(tmp_path / f"{name}.txt")
+            with open(source, "w", encoding="utf-8") as f:
+                f.write("\n".join(WINDOW_TEXTS) + "\n")
+            rows = [{"text_a": text} for text in WINDOW_TEXTS]
+        else:
+            source, rows, _ = batch_input(name, str(tmp_path))
+        answers = signature(**{k: tf.constant([row[k] for row in rows]) for k in rows[0]})
+        for key, value in answers.items():
+            assert signature.structured_outputs[key].shape.is_compatible_with(value.shape)
+        prefix = str(tmp_path / "out" / name)
+        # int8 quantizes a call's inputs over the call (ONNX Runtime's dynamic scheme):
+        # its answer to a row is the signature's on that row alone in a call of one.
+        summary = batch_predict(f"--model_dir={path}", f"--input_file={source}",
+                                f"--output_file={prefix}",
+                                f"--max_batch_size={1 if 'int8' in name else 2}")
+        got = read_shards(prefix)[1]
+        assert summary["predicted"] == len(rows) == len(got), name
+        for row, answer in zip(rows, got):
+            want = {k: v.numpy()[0] for k, v in
+                    signature(**{k: tf.constant([v]) for k, v in row.items()}).items()}
+            assert_row_answers(answer["outputs"], want, (name, answer["line"]))
+    probabilities = loaded_export(exports["windowed_multilabel"]).signatures[
+        "serving_default"].structured_outputs["probabilities"]
+    assert probabilities.shape.as_list() == [None, 4]
 
 
 def test_batch_predict_stops_on_an_input_that_changes_while_it_reads(all_exports, tmp_path,

@@ -100,10 +100,13 @@ def test_glue_resume_with_other_settings_leaves_the_run_folder_unchanged(
     saved = json.load(open(os.path.join(out, "glue_config.json")))
     assert (saved["labels"], saved["max_seq_length"]) == (["0", "1"], 16)
 
-    for flags, differs in (({"max_seq_length": 64}, "max_seq_length: 16 there, 64 now"),
+    # A longer sequence changes the stride it resolves to (half a window) as well.
+    for flags, differs in (({"max_seq_length": 64}, "max_seq_length: 16 there, 64 now; "
+                                                     "doc_stride: 7 there, 31 now"),
                            ({"learning_rate": 2e-3},
                             "learning_rate: 0.001 there, 0.002 now"),
-                           ({"labels": "1,0"}, "labels: '0,1' there, '1,0' now")):
+                           ({"labels": "1,0"}, "labels: ['0', '1'] there, ['1', '0'] "
+                                               "now")):
         assert_refused("tasks.glue", glue_argv(files, out, **flags), out,
                        (f"error: {state} is the resumable state of a run with other "
                         f"settings ({differs})", f"delete {os.path.join(out, 'resume')}"),
@@ -190,8 +193,106 @@ def test_ner_resume_with_other_windows_or_line_unit_leaves_the_run_folder_unchan
                    f"error: {state} is the resumable state of a run with other settings "
                    f"(doc_stride: 4 there, 2 now", capsys)
     assert_refused("tasks.ner", argv + ["--line_unit=character"], out,
-                   "(line_unit: 'auto' there, 'character' now", capsys)
+                   "(line_unit: 'word' there, 'character' now", capsys)
     assert json.load(open(os.path.join(out, "ner_config.json")))["doc_stride"] == 4
+    # The stride and the unit named at what they resolved to (half a window; the file's
+    # own words under auto): the same run, resumed to its end.
+    code, lines = run_command("tasks.ner", argv + ["--doc_stride=4", "--line_unit=word"],
+                              capsys)
+    assert code == 0, lines
+    assert not os.path.exists(os.path.join(out, "resume"))
+
+
+def test_resume_compares_settings_as_they_resolved(files, capsys, monkeypatch):
+    """A classifier in windows started without --doc_stride or --labels (half a window:
+    7 pieces at --max_seq_length=16; the training file's labels, sorted) resumes when
+    the same run is given them explicitly at those values: the state compares the
+    settings as glue_config.json keeps them, not as the flags were spelled. Another
+    stride is still refused, the folder as it was."""
+    out = str(files["root"] / "windows_run")
+    argv = glue_argv(files, out, labels=None, max_windows=3)
+    interrupt_at(monkeypatch, 2)
+    code, lines = run_command("tasks.glue", argv, capsys)
+    monkeypatch.undo()
+    state = os.path.join(out, "resume", "step-2")
+    assert code == 1 and lines[-1].startswith(f"error: SIGTERM at step 2: saved {state}"), \
+        lines
+    saved = json.load(open(os.path.join(out, "glue_config.json")))
+    assert (saved["labels"], saved["doc_stride"], saved["window_pooling"]) == \
+        (["0", "1"], 7, "mean")
+    assert_refused("tasks.glue", argv + ["--doc_stride=5"], out,
+                   f"error: {state} is the resumable state of a run with other settings "
+                   f"(doc_stride: 7 there, 5 now)", capsys)
+    explicit = glue_argv(files, out, labels="0, 1", max_windows=3, doc_stride=7,
+                         window_pooling="mean")
+    code, lines = run_command("tasks.glue", explicit, capsys)
+    assert code == 0, lines
+    assert json.load(open(os.path.join(out, "glue_config.json"))) == saved
+    steps = [json.loads(line)["step"] for line in open(os.path.join(out, "train_log.jsonl"))]
+    assert steps == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("module,flags", [
+    ("tasks.glue", ["--max_windows=3"]),
+    ("tasks.families.multilabel.__main__", ["--max_windows=0"]),
+    ("tasks.ner", []),
+    ("bert_tf.extract_features", []),
+])
+def test_a_doc_stride_past_the_window_is_refused(files, capsys, module, flags):
+    """--doc_stride more than a window's pieces (--max_seq_length=16: 14) in every
+    command whose window has that room: one line naming the flag, its value and the
+    largest it may be, before anything is written; 14 itself is accepted as far as
+    that check goes (windows end to end)."""
+    out = str(files["root"] / "out")
+    if module == "bert_tf.extract_features":
+        text = files["root"] / "lines.txt"
+        text.write_text("good film\n", encoding="utf-8")
+        argv = [f"--input_file={text}", f"--output_file={out}",
+                f"--init_checkpoint={os.path.dirname(files['vocab'])}"]
+    else:
+        train = files["train"]
+        if module == "tasks.ner":
+            train = files["root"] / "ner.txt"
+            train.write_text("paris B-LOC\nis O\n\n", encoding="utf-8")
+        elif module == "tasks.families.multilabel.__main__":
+            train = files["root"] / "multi.jsonl"
+            train.write_text('{"text": "good film", "labels": ["a"]}\n', encoding="utf-8")
+        argv = ["--do_train", f"--train_file={train}", f"--output_dir={out}",
+                f"--bert_config_file={files['config']}", f"--vocab_file={files['vocab']}"]
+        if module == "tasks.glue":
+            argv += ["--task_name=custom"]
+    argv += ["--max_seq_length=16"] + flags
+    assert_refused(module, argv + ["--doc_stride=15"], out,
+                   "error: --doc_stride=15: more than a window holds (14 pieces: "
+                   "--max_seq_length=16 less [CLS] and [SEP]); windows would start 14 "
+                   "pieces apart, not 15, leaving no overlap: give at most 14", capsys)
+    assert not os.path.exists(out)
+    from bert_tf.text.windows import check_doc_stride
+    check_doc_stride(14, 16)
+
+
+@pytest.mark.parametrize("module", ["tasks.glue", "tasks.families.multilabel.__main__"])
+def test_window_flags_of_a_run_that_cuts_its_texts_are_refused(files, capsys, module):
+    """--doc_stride or --window_pooling without --max_windows (a classifier that cuts a
+    long text, google's default) would be ignored, the rest of the text never read: one
+    line says so and how to have windows, before anything is written."""
+    out = str(files["root"] / "out")
+    train = files["train"]
+    if module != "tasks.glue":
+        train = files["root"] / "multi.jsonl"
+        train.write_text('{"text": "good film", "labels": ["a"]}\n', encoding="utf-8")
+    argv = ["--do_train", f"--train_file={train}", f"--output_dir={out}",
+            f"--bert_config_file={files['config']}", f"--vocab_file={files['vocab']}",
+            "--max_seq_length=16"] + (["--task_name=custom"] if module == "tasks.glue" else [])
+    for flag in ("--doc_stride=7", "--window_pooling=max"):
+        assert_refused(module, argv + [flag], out,
+                       f"error: {flag}: only texts read in windows have it, and this run "
+                       f"cuts a text at max_seq_length - 2 pieces (max_windows 1): add "
+                       f"--max_windows (0: every window), or drop {flag.split('=')[0]}",
+                       capsys)
+        assert_refused(module, argv + [flag, "--max_windows=1"], out,
+                       "this run cuts a text", capsys)
+    assert not os.path.exists(out)
 
 
 # ------------------------------------------------- 2. a SQuAD v2.0 file read as v1.1

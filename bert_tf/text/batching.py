@@ -211,19 +211,39 @@ def run_by_length(fn, features, per_token=(), overhead_tokens=CALL_OVERHEAD_TOKE
     # nodes that one text does not walk through (bert_tf/base/graph_calls.py).
     model = not_inlined(fn)
     mask = features[PADDING_MASK]
+    shapes = {}
 
     def one_call():
-        return _per_token_padded(fn(trim_to_longest(features, multiple)), per_token, mask)
+        out = _per_token_padded(fn(trim_to_longest(features, multiple)), per_token, mask)
+        shapes.update({k: v.shape for k, v in out.items()})
+        return out
 
     sorted_calls = not_inlined(lambda features: _run_sorted(
         model, features, per_token, overhead_tokens, multiple, max_call_tokens))
-    return tf.cond(tf.shape(mask)[0] <= 1, one_call, lambda: sorted_calls(features))
+    out = tf.cond(tf.shape(mask)[0] <= 1, one_call, lambda: sorted_calls(features))
+    # The sorted calls come back through a function call and a TensorArray, which keep
+    # no static shape: the outputs have one_call's (fn's own: [batch, K] stays [batch,
+    # K]), so a signature declares the shapes it answers with.
+    for name, value in out.items():
+        if name in shapes:        # eagerly, one branch ran and its shapes are whole
+            value.set_shape(shapes[name])
+    return out
 
 
 def _per_token_padded(out, per_token, mask):
-    """fn's outputs, those named in per_token padded back to the features' width."""
-    return {k: pad_to_width(v, tf.shape(mask)[-1], axis=len(mask.shape) - 1)
-            if k in per_token else v for k, v in out.items()}
+    """fn's outputs, those named in per_token padded back to the features' width (static
+    where the features' is: a text signature's max_seq_length)."""
+    axis = len(mask.shape) - 1
+    padded = {}
+    for k, v in out.items():
+        if k in per_token:
+            v = pad_to_width(v, tf.shape(mask)[-1], axis=axis)
+            if v.shape.rank is not None:
+                shape = v.shape.as_list()
+                shape[axis] = mask.shape[-1]
+                v.set_shape(shape)
+        padded[k] = v
+    return padded
 
 
 def _run_sorted(fn, features, per_token, overhead_tokens, multiple, max_call_tokens):

@@ -24,6 +24,20 @@ def default_doc_stride(max_seq_length):
     return max(1, (max_seq_length - 2) // 2)
 
 
+def check_doc_stride(doc_stride, max_seq_length, flag="--doc_stride"):
+    """ValueError when `doc_stride` (None: not given) is more than a window of
+    max_seq_length holds (max_seq_length - 2 pieces, [CLS] and [SEP] aside): `windows`
+    starts the next window at the previous one's end then, so the flag would not say
+    what the run does. The families whose window has that room (classification,
+    multi-label, NER) and extract_features call it on their flags."""
+    room = max_seq_length - 2
+    if doc_stride is not None and room >= 1 and doc_stride > room:
+        raise ValueError(f"{flag}={doc_stride}: more than a window holds ({room} pieces: "
+                         f"--max_seq_length={max_seq_length} less [CLS] and [SEP]); "
+                         f"windows would start {room} pieces apart, not {doc_stride}, "
+                         f"leaving no overlap: give at most {room}")
+
+
 def windows(lengths, room, stride=None):
     """lengths: pieces of each unit (each at most `room`) -> list of (first, end) unit
     indices, end exclusive; one (0, 0) window for no units."""

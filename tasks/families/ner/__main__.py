@@ -41,7 +41,8 @@ FLAGS = {
     "doc_stride": dict(help="a sentence longer than max_seq_length - 2 pieces is read in "
                             "overlapping windows of whole words starting this many pieces "
                             "apart, each word tagged in the window where it has the most "
-                            "context (google's SQuAD rule); training: default half a "
+                            "context (google's SQuAD rule), at most max_seq_length - 2 "
+                            "(windows end to end); training: default half a "
                             "window, recorded for the export; later runs: the run's (a "
                             "run without one: consecutive parts)"),
     "line_unit": dict(help="what a line of the CoNLL files holds: word (joined with "

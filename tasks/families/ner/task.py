@@ -70,8 +70,8 @@ from bert_tf.models.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNI
 from bert_tf.models.task_models import BertTokenClassifier, loss_scaled
 from bert_tf.text import conlleval
 from bert_tf.text.packing import pack_row
-from bert_tf.text.windows import (default_doc_stride, max_context,  # noqa: F401
-                                  windows)           # (as ner.<name> too)
+from bert_tf.text.windows import (check_doc_stride, default_doc_stride,  # noqa: F401
+                                  max_context, windows)  # (as ner.<name> too)
 from tasks import driver, frozen_features
 from tasks.task import Task, family
 # The reader, as tasks.families.ner.<name> too.
@@ -347,6 +347,7 @@ class NerTask(Task):
 
     def _length(self, config):
         check_seq_length(config.max_seq_length)
+        check_doc_stride(config.doc_stride, config.max_seq_length)
         return config
 
     def training_config(self, config):
@@ -372,8 +373,14 @@ class NerTask(Task):
         if conll.columns == 1:
             raise ValueError(f"{config.train_file}: no tags to train on (one column)")
         self.labels = label_list(conll)
+        self.line_unit = conll.line_unit
         return featurize(config.train_file, tokenizer, self.labels, config.max_seq_length,
                          conll, doc_stride=config.doc_stride)[1]
+
+    def resolved(self, config, settings):
+        """--line_unit=auto as the training file's lines were read: a resume that names
+        that unit is the same run."""
+        return dict(settings, line_unit=self.line_unit)
 
     def num_examples(self, features):
         return len(features["token_ids"])

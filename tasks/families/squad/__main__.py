@@ -19,7 +19,11 @@ FLAGS = {
         "validation set that picks best.weights.h5 during training")),
     "version_2_with_negative": dict(
         help="SQuAD 2.0: questions may have no answer (default False)"),
-    "doc_stride": dict(help=f"default {DEFAULTS['doc_stride']}"),
+    "doc_stride": dict(help=(
+        f"pieces between the starts of two windows over a context (default "
+        f"{DEFAULTS['doc_stride']}); a window holds max_seq_length - 3 - the question's "
+        f"pieces of it, and a stride of that or more reads the windows end to end, "
+        f"skipping none (google's run_squad)")),
     "max_query_length": dict(help=f"default {DEFAULTS['max_query_length']}"),
     "n_best_size": dict(help=f"default {DEFAULTS['n_best_size']}"),
     "max_answer_length": dict(help=f"default {DEFAULTS['max_answer_length']}"),
