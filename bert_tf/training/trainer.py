@@ -26,10 +26,18 @@ from bert_tf.training.distribution import worker_devices
 from bert_tf.training.optimization import CLIP_NORM
 from bert_tf.base.shard_schema import MODEL_INPUTS
 from bert_tf.base.training_plumbing import Interrupted, MetricLog, is_chief, stop_requests
+from bert_tf.checkpoints.bundle import check_bundle, latest_prefix, restore_or_refuse
 
 METRIC_KEYS = ("loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss",
                "next_sentence_accuracy", "learning_rate", "grad_norm")
 NEXT_SENTENCE_KEYS = ("next_sentence_loss", "next_sentence_accuracy")
+
+
+def _restore(checkpoint, prefix):
+    """checkpoint.restore(prefix); ValueError in one line naming it when TensorFlow cannot
+    read it (a changed byte fails a tensor's checksum; a cut or missing file is said
+    before, by bundle.check_bundle)."""
+    return restore_or_refuse(lambda: checkpoint.restore(prefix), prefix, "checkpoint")
 
 
 class NonFiniteLossError(RuntimeError):
@@ -233,7 +241,7 @@ class PretrainingLoop:
         if self._distributed_input:
             # The input position is not checkpointable here: skip the consumed batches.
             if latest:
-                checkpoint.restore(latest).assert_existing_objects_matched()
+                _restore(checkpoint, latest).assert_existing_objects_matched()
             dataset = self.strategy.distribute_datasets_from_function(
                 lambda ctx: dataset_fn(ctx, ctx.get_per_replica_batch_size(
                     self.train_batch_size), self.step - first_step))
@@ -243,7 +251,7 @@ class PretrainingLoop:
             iterator = iter(dataset)
             checkpoint.iterator = iterator
             if latest:
-                checkpoint.restore(latest).assert_existing_objects_matched()
+                _restore(checkpoint, latest).assert_existing_objects_matched()
         if latest:
             print(f"resumed from {latest} at step {self.step}", flush=True)
         start = self.step
@@ -360,9 +368,10 @@ class PretrainingLoop:
     def restore_latest(self):
         """Restores model weights (and optimizer) from the latest checkpoint, if any;
         returns its path or None."""
-        latest = tf.train.latest_checkpoint(self.output_dir)
+        latest = latest_prefix(self.output_dir)
         if latest:
-            self._checkpoint().restore(latest).expect_partial()
+            check_bundle(latest, "checkpoint")
+            _restore(self._checkpoint(), latest).expect_partial()
         return latest
 
     # -- multi-worker checkpoint placement ----------------------------------------------
