@@ -24,6 +24,7 @@ import tensorflow as tf
 from bert_tf.models.pretraining_losses import local_sums, metrics_from_sums
 from bert_tf.training.distribution import worker_devices
 from bert_tf.training.optimization import CLIP_NORM
+from bert_tf.base.files import system_error
 from bert_tf.base.shard_schema import MODEL_INPUTS
 from bert_tf.base.training_plumbing import Interrupted, MetricLog, is_chief, stop_requests
 from bert_tf.checkpoints.bundle import check_bundle, latest_prefix, restore_or_refuse
@@ -314,7 +315,21 @@ class PretrainingLoop:
                 f"step {step}: the weights are no longer finite after its update (is "
                 f"--learning_rate too high?); not saved; last good checkpoint: "
                 f"{manager.latest_checkpoint or 'none'}")
-        manager.save(checkpoint_number=step)
+        try:
+            manager.save(checkpoint_number=step)
+        except Exception as e:
+            # A full disk: TensorFlow's error names its temporary file. What the save
+            # wrote (ckpt-N_temp/, a part of ckpt-N's files) goes; the state file still
+            # names the checkpoint before, which a rerun resumes from.
+            prefix = os.path.join(manager.directory, f"ckpt-{step}")
+            failure = system_error(e, prefix)
+            if failure is None:
+                raise
+            gfile = tf.io.gfile
+            for path in gfile.glob(prefix + "_temp") + gfile.glob(prefix + ".*"):
+                with contextlib.suppress(tf.errors.OpError):
+                    (gfile.rmtree if gfile.isdir(path) else gfile.remove)(path)
+            raise failure from None
 
     def _train_loop(self, iterator, step, num_train_steps, save_checkpoints_steps,
                     steps_per_loop, manager, log, writer, bar, history):
