@@ -34,7 +34,17 @@ _STATE_FILE = "checkpoint"
 
 
 class _Damaged(Exception):
-    """The index's bytes are not a table (what is wrong, in words)."""
+    """The index's bytes are not a table (what is wrong, in words). `sure`: they cannot
+    be a whole index (cut, a checksum that fails); otherwise they may be a layout this
+    reader does not know, and only a checksum can tell."""
+
+    def __init__(self, reason, sure=False):
+        super().__init__(reason)
+        self.sure = sure
+
+
+class _Unknown(Exception):
+    """An index this reader cannot read, though nothing says it is damaged."""
 
 
 def _varint(data, at):
@@ -50,18 +60,18 @@ def _varint(data, at):
             return value, at
 
 
-def _block(data, offset, size):
-    """A block's contents, its type byte and checksum checked."""
+def _block(data, offset, size, checked=False):
+    """A block's contents; with `checked`, its checksum checked too (slow in Python: done
+    only where the index is about to be found at fault or to blame a data file)."""
     end = offset + size
     if end + 5 > len(data):
-        raise _Damaged(f"a block at byte {offset:,} runs past the end of the file")
+        raise _Damaged(f"a block at byte {offset:,} runs past the end of the file", True)
     contents, kind = data[offset:end], data[end]
     (stored,) = struct.unpack("<I", data[end + 1:end + 5])
-    if masked_crc(crc32c(contents + bytes([kind]))) != stored:
-        raise _Damaged(f"the block at byte {offset:,} fails its checksum")
+    if checked and masked_crc(crc32c(contents + bytes([kind]))) != stored:
+        raise _Damaged(f"the block at byte {offset:,} fails its checksum", True)
     if kind != 0:
-        raise _Damaged(f"the block at byte {offset:,} is compressed (type {kind}), which "
-                       f"TensorFlow's checkpoints never are")
+        raise _Unknown()       # compressed (snappy): TensorFlow reads it itself
     return contents
 
 
@@ -114,10 +124,12 @@ def data_file(prefix, shard, shards):
     return f"{prefix}.data-{shard:05d}-of-{shards:05d}"
 
 
-def bundle_extent(prefix):
+def bundle_extent(prefix, checked=False):
     """{data file: the bytes it must hold at least} of the checkpoint `prefix`, read from
-    its index (every data shard the index names, a tensor-less one with 0). ValueError
-    `INDEX: what is wrong` when the index is missing or not a table."""
+    its index (every data shard the index names, a tensor-less one with 0); None for an
+    index whose blocks are whole but not of the layout read here (compressed ones). A
+    ValueError `INDEX: what is wrong` when the index is missing, cut, or (`checked`, or
+    when its entries do not parse) a block fails its checksum."""
     index = prefix + ".index"
     try:
         with open(index, "rb") as f:
@@ -127,19 +139,19 @@ def bundle_extent(prefix):
                          f"index; copied without it?)") from None
     try:
         if len(data) < _FOOTER:
-            raise _Damaged(f"{len(data):,} bytes, shorter than a table's footer")
+            raise _Damaged(f"{len(data):,} bytes, shorter than a table's footer", True)
         (magic,) = struct.unpack("<Q", data[-8:])
         if magic != _MAGIC:
-            raise _Damaged("no table footer at its end")
+            raise _Damaged("no table footer at its end", True)
         footer = data[-_FOOTER:]
         _, at = _varint(footer, _varint(footer, 0)[1])       # the metaindex handle
         index_offset, at = _varint(footer, at)
         index_size, _ = _varint(footer, at)
         shards, ends = 1, {}
-        for _, handle in _entries(_block(data, index_offset, index_size)):
+        for _, handle in _entries(_block(data, index_offset, index_size, checked)):
             offset, at = _varint(handle, 0)
             size, _ = _varint(handle, at)
-            for key, value in _entries(_block(data, offset, size)):
+            for key, value in _entries(_block(data, offset, size, checked)):
                 fields = _fields(value)
                 if key == b"":
                     shards = fields.get(1, 1)
@@ -148,7 +160,13 @@ def bundle_extent(prefix):
                     ends[shard] = max(ends.get(shard, 0), fields.get(4, 0) + fields[5])
         if shards < 1 or any(shard >= shards for shard in ends):
             raise _Damaged(f"tensors in shards outside the {shards} it declares")
+    except _Unknown:
+        return None
     except _Damaged as e:
+        if not (e.sure or checked):
+            return bundle_extent(prefix, checked=True)    # a checksum tells
+        if not e.sure:
+            return None       # whole blocks this reader cannot read: TensorFlow's to say
         raise ValueError(f"{index}: damaged, {e} (not a checkpoint index, or cut "
                          f"short)") from None
     return {data_file(prefix, shard, shards): ends.get(shard, 0) for shard in range(shards)}
@@ -165,10 +183,13 @@ def bundle_damage(prefix, folder=None):
     folder = folder or os.path.dirname(prefix)
     try:
         extent = bundle_extent(prefix)
+        if extent and any(not os.path.exists(p) or os.path.getsize(p) < n
+                          for p, n in extent.items()):
+            extent = bundle_extent(prefix, checked=True)   # the index is not to blame?
     except ValueError as e:      # `INDEX: what` -> `FILE is what`
         path, _, what = str(e).partition(": ")
         return f"{os.path.relpath(path, folder)} is {what}"
-    for path, needed in extent.items():
+    for path, needed in (extent or {}).items():
         try:
             size = os.path.getsize(path)
         except FileNotFoundError:
