@@ -152,8 +152,8 @@ def build(directory, minilm_dir):
         ns.google_damaged[kind] = target
 
     # The tiny checkpoint's embeddings export (a raw-text signature for batch_predict),
-    # and copies with its variables' .data file cut by one byte, emptied, removed, or
-    # its .index cut in half.
+    # and copies with its variables' .data file cut by one byte, emptied, removed or a
+    # byte of it changed, or its .index cut in half.
     from export import saved_model
     ns.export = d("export")
     saved_model.main(["--task=embeddings", f"--checkpoint_dir={ns.google}",
@@ -163,7 +163,9 @@ def build(directory, minilm_dir):
         "data_cut1": lambda t: cut(*[os.path.join(t, variables + DATA)] * 2, keep=-1),
         "data_empty": lambda t: cut(*[os.path.join(t, variables + DATA)] * 2, keep=0),
         "data_missing": lambda t: os.remove(os.path.join(t, variables + DATA)),
-        "index_cut": lambda t: cut(*[os.path.join(t, variables + ".index")] * 2)})
+        "index_cut": lambda t: cut(*[os.path.join(t, variables + ".index")] * 2),
+        "data_flipped": lambda t: flip(*[os.path.join(t, variables + DATA)] * 2, at=(
+            os.path.getsize(os.path.join(t, variables + DATA)) // 2))})
 
     # A run_pretraining folder (one step of the tiny model: ckpt-1, an object-based
     # tf.train.Checkpoint with the optimizer and the input position) and copies with

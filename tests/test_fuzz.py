@@ -444,6 +444,8 @@ damage_rows(BP, bp, [
     ({"model_dir": "@export_damaged_data_missing"},
      ("{export_damaged_data_missing}/1: unreadable SavedModel: variables/variables.data-"
       "00000-of-00001 is missing",)),
+    ({"model_dir": "@export_damaged_data_flipped"},
+     ("{export_damaged_data_flipped}/1: unreadable SavedModel (checksum mismatch",)),
     ({"model_dir": "@export_damaged_index_cut"},
      ("{export_damaged_index_cut}/1: unreadable SavedModel: variables/variables.index is "
       "damaged",)),

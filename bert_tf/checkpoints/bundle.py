@@ -68,10 +68,12 @@ def _block(data, offset, size, checked=False):
         raise _Damaged(f"a block at byte {offset:,} runs past the end of the file", True)
     contents, kind = data[offset:end], data[end]
     (stored,) = struct.unpack("<I", data[end + 1:end + 5])
-    if checked and masked_crc(crc32c(contents + bytes([kind]))) != stored:
+    # A block this reader cannot parse (compressed: snappy) is checked here too: whole,
+    # it is TensorFlow's to read.
+    if (checked or kind != 0) and masked_crc(crc32c(contents + bytes([kind]))) != stored:
         raise _Damaged(f"the block at byte {offset:,} fails its checksum", True)
     if kind != 0:
-        raise _Unknown()       # compressed (snappy): TensorFlow reads it itself
+        raise _Unknown()
     return contents
 
 
@@ -269,6 +271,9 @@ def state_prefixes(folder):
         name = codecs.escape_decode(name.encode("utf-8"))[0].decode("utf-8",
                                                                     "surrogateescape")
         name = os.path.join(folder, name)
+        moved = os.path.join(folder, os.path.basename(name))
+        if not os.path.exists(name + ".index") and os.path.exists(moved + ".index"):
+            name = moved      # an absolute name written where the folder was before
         if name not in found:
             found.append(name)
     return found

@@ -18,7 +18,7 @@ import json
 import os
 
 # write_json: JSON with sorted keys, atomically (the tasks write their files with it too).
-from bert_tf.base.files import atomic_copy, close_hdf5_files, write_json
+from bert_tf.base.files import atomic_copy, close_hdf5_files, system_error, write_json
 
 WEIGHT_FILES = ("best.weights.h5", "last.weights.h5")
 
@@ -104,8 +104,9 @@ def save_weights(model, path):
         close_hdf5_files(tmp)
         if os.path.exists(tmp):
             os.remove(tmp)
-        if isinstance(e, OSError) and e.errno:
-            raise OSError(e.errno, os.strerror(e.errno), path) from None
+        failure = system_error(e, path)
+        if failure is not None:
+            raise failure from None
         if isinstance(e, (OSError, RuntimeError, ValueError)):
             reason = (str(e).splitlines() or [type(e).__name__])[0]
             raise OSError(f"{path}: could not write the weights ({reason})") from None
