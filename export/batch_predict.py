@@ -100,9 +100,10 @@ class LoadedExport:
     model handle keeps a weak reference to what load_model returns)."""
 
     def __init__(self, path):
-        import tensorflow as tf
         import tensorflow_text  # noqa: F401  (the exports' tokenizer ops)
-        self.model = tf.saved_model.load(path)
+
+        from bert_tf.checkpoints.bundle import load_saved_model
+        self.model = load_saved_model(path)
         self.signature = self.model.signatures["serving_default"]
 
 

@@ -28,6 +28,7 @@ import shutil
 import uuid
 
 from bert_tf.base.cli import ArgumentParser, DTYPES, boolean, check_output_place, run_main
+from bert_tf.base.files import system_error
 from export.limits import MAX_TEXT_BYTES
 from tasks.families import REGISTRY
 
@@ -170,10 +171,13 @@ def export(module, output_dir):
         tf.saved_model.save(module, tmp, signatures=module.signatures())
         write_warmup(module, tmp, os.path.basename(os.path.normpath(output_dir)))
         final = claim_version(tmp, output_dir)
-    except BaseException:
+    except BaseException as e:
         # A full disk or an interrupt: no half model under any name (run_main removes
         # the model folder too when this run made it and it is left empty).
         shutil.rmtree(tmp, ignore_errors=True)
+        failure = system_error(e, output_dir)    # TensorFlow names its temporary file
+        if failure is not None:
+            raise failure from None
         raise
     return final
 

@@ -19,8 +19,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.base.files import write_json
+from bert_tf.base.files import system_error, write_json
 from bert_tf.base.training_plumbing import Interrupted, is_chief
+from bert_tf.checkpoints.bundle import bundle_damage, read_failure, restore_or_refuse
 
 RESUME_DIR = "resume"
 
@@ -190,15 +191,20 @@ class ResumeState:
         if path is None:
             return 0, None
         if not state.get("finished"):
+            prefixes = [os.path.join(path, "ckpt")] + (
+                [os.path.join(path, "metric_parts")] if self.metric_parts and
+                state.get("metric_replicas") == self.replicas else [])
+            damage = next(filter(None, (bundle_damage(p, path) for p in prefixes)), None)
+            again = f"delete {self.dir} to start over"
+            if damage:
+                raise ValueError(f"{path}: unreadable resumable state ({damage}): {again}")
+            status = restore_or_refuse(lambda: self.checkpoint.read(prefixes[0]), path,
+                                       "resumable state", again)
             try:
-                self.checkpoint.read(
-                    os.path.join(path, "ckpt")).assert_existing_objects_matched()
-            except (tf.errors.OpError, IndexError, AssertionError) as e:
-                reason = "cut short" if isinstance(e, IndexError) else \
-                    "checksum mismatch" if "Checksum does not match" in str(e) else \
-                    e.__class__.__name__
-                raise ValueError(f"{path}: unreadable resumable state ({reason}): delete "
-                                 f"{self.dir} to start over") from None
+                status.assert_existing_objects_matched()
+            except AssertionError as e:
+                raise ValueError(f"{path}: unreadable resumable state ({read_failure(e)}): "
+                                 f"{again}") from None
         self.latest_path = path
         return state["step"], state
 
@@ -237,10 +243,14 @@ class ResumeState:
                         "metric_replicas": self.replicas if self.metric_parts else None})
             if not self.remote:
                 os.replace(work, final)   # a folder: atomic, as a file's rename is
-        except BaseException:
+        except BaseException as e:
             # A full disk or a stop: no half state left (the older state stays).
             if gfile.exists(work):
                 gfile.rmtree(work)
+            # TensorFlow names its own temporary file, now gone: name the state.
+            failure = system_error(e, final)
+            if failure is not None:
+                raise failure from None
             raise
         for name in gfile.listdir(self.dir):
             path = os.path.join(self.dir, name.rstrip("/"))

@@ -10,6 +10,8 @@ import types
 TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1,
         "num_attention_heads": 2, "intermediate_size": 64}
 
+DATA = ".data-00000-of-00001"     # a TensorFlow checkpoint's one data shard
+
 SENTENCES = ["The cat sat on the mat.", "It was a sunny day in the park.",
              "Dogs like to run after balls.", "She read the whole book in one night.",
              "The train left the station at noon.", "A small boat crossed the lake."]
@@ -21,10 +23,23 @@ def _write(path, data):
     return str(path)
 
 
-def cut(path, out):
-    """The first half of `path`'s bytes."""
+def cut(path, out, keep=None):
+    """The first half of `path`'s bytes (`keep`: that many; negative: all but that many
+    from the end)."""
     data = open(path, "rb").read()
-    return _write(out, data[:len(data) // 2])
+    return _write(out, data[:len(data) // 2 if keep is None else keep])
+
+
+def damaged_copies(source, directory, stem, damages):
+    """{kind: a copy of the folder `source` at directory/STEM_KIND, damaged by
+    damages[kind](copy)}."""
+    found = {}
+    for kind, damage in damages.items():
+        target = os.path.join(directory, f"{stem}_{kind}")
+        shutil.copytree(source, target)
+        damage(target)
+        found[kind] = target
+    return found
 
 
 def flip(path, out, at):
@@ -136,11 +151,60 @@ def build(directory, minilm_dir):
             flip(path, path, len(open(path, "rb").read()) // 2)
         ns.google_damaged[kind] = target
 
-    # The tiny checkpoint's embeddings export (a raw-text signature for batch_predict).
+    # The tiny checkpoint's embeddings export (a raw-text signature for batch_predict),
+    # and copies with its variables' .data file cut by one byte, emptied, removed or a
+    # byte of it changed, or its .index cut in half.
     from export import saved_model
     ns.export = d("export")
     saved_model.main(["--task=embeddings", f"--checkpoint_dir={ns.google}",
                       f"--output_dir={ns.export}"])
+    variables = os.path.join("1", "variables", "variables")
+    ns.export_damaged = damaged_copies(ns.export, directory, "export", {
+        "data_cut1": lambda t: cut(*[os.path.join(t, variables + DATA)] * 2, keep=-1),
+        "data_empty": lambda t: cut(*[os.path.join(t, variables + DATA)] * 2, keep=0),
+        "data_missing": lambda t: os.remove(os.path.join(t, variables + DATA)),
+        "index_cut": lambda t: cut(*[os.path.join(t, variables + ".index")] * 2),
+        "data_flipped": lambda t: flip(*[os.path.join(t, variables + DATA)] * 2, at=(
+            os.path.getsize(os.path.join(t, variables + DATA)) // 2))})
+
+    # A run_pretraining folder (one step of the tiny model: ckpt-1, an object-based
+    # tf.train.Checkpoint with the optimizer and the input position) and copies with
+    # ckpt-1's .data file cut by one byte, emptied or removed, its .index removed, and
+    # its `checkpoint` state file naming a ckpt-7 that is not there.
+    from bert_tf import run_pretraining
+    ns.pretraining = d("pretraining")
+    run_pretraining.main([f"--input_file={ns.shard}", f"--output_dir={ns.pretraining}",
+                          f"--bert_config_file={ns.config}", "--do_train",
+                          "--num_train_steps=1", "--train_batch_size=4",
+                          "--max_seq_length=32", "--max_predictions_per_seq=5",
+                          "--num_warmup_steps=0", "--save_checkpoints_steps=1"])
+    state = lambda t: _write(os.path.join(t, "checkpoint"), open(os.path.join(  # noqa: E731
+        t, "checkpoint"), "rb").read().replace(b'"ckpt-1"', b'"ckpt-7"'))
+    ns.pretraining_damaged = damaged_copies(ns.pretraining, directory, "pretraining", {
+        "data_cut1": lambda t: cut(*[os.path.join(t, "ckpt-1" + DATA)] * 2, keep=-1),
+        "data_empty": lambda t: cut(*[os.path.join(t, "ckpt-1" + DATA)] * 2, keep=0),
+        "data_missing": lambda t: os.remove(os.path.join(t, "ckpt-1" + DATA)),
+        "no_index": lambda t: os.remove(os.path.join(t, "ckpt-1.index")),
+        "state_names_missing": state})
+
+    # The tiny checkpoint as a keras-hub preset, with its model.weights.h5 cut by one
+    # byte or in half.
+    from bert_tf.checkpoints import save_checkpoint
+    ns.preset = save_checkpoint(model, d("preset"), "keras_hub", vocab_file=ns.vocab)
+    weights = lambda t: os.path.join(t, "model.weights.h5")  # noqa: E731
+    ns.preset_damaged = damaged_copies(ns.preset, directory, "preset", {
+        "cut1": lambda t: cut(weights(t), weights(t), keep=-1),
+        "cut": lambda t: cut(weights(t), weights(t))})
+
+    # The TF1 checkpoint without its .index (the .data file and the `checkpoint` state
+    # file naming it are there), and the same without the state file.
+    for kind, remove in (("no_index", (".index",)), ("no_index_no_state", (".index", "/"))):
+        target = d(f"google_{kind}")
+        shutil.copytree(ns.google, target)
+        os.remove(os.path.join(target, "bert_model.ckpt.index"))
+        if "/" in remove:
+            os.remove(os.path.join(target, "checkpoint"))
+        ns.google_damaged[kind] = target
 
     # MiniLM's HF directory with model.safetensors cut in half or its header's first
     # byte flipped.
@@ -159,6 +223,7 @@ def build(directory, minilm_dir):
     ns.keras = d("model.keras")
     write_keras_model(model, ns.keras, vocab_file=ns.vocab)
     ns.keras_cut = cut(ns.keras, d("model_cut.keras"))
+    ns.keras_cut1 = cut(ns.keras, d("model_cut1.keras"), keep=-1)
     ns.keras_flipped = flip(ns.keras, d("model_flipped.keras"), 30)
 
     # Model Garden's trainer model_dir (tests/fixtures/model_garden/trainer) with its
@@ -179,6 +244,9 @@ def build(directory, minilm_dir):
     shutil.copytree(os.path.join(os.path.dirname(trainer), "tfhub_encoder"), ns.tfhub_cut)
     data = os.path.join(ns.tfhub_cut, "variables", "variables.data-00000-of-00001")
     _write(data, open(data, "rb").read()[:os.path.getsize(data) // 10])
+    ns.tfhub_cut1 = d("tfhub_cut1")
+    shutil.copytree(os.path.join(os.path.dirname(trainer), "tfhub_encoder"), ns.tfhub_cut1)
+    cut(*[os.path.join(ns.tfhub_cut1, "variables", "variables" + DATA)] * 2, keep=-1)
     ns.tfhub_preprocess = os.path.join(os.path.dirname(trainer), "tfhub_preprocess")
 
     # A fine-tuning run (tasks.glue, one epoch on six rows) and copies with its

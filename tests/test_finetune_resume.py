@@ -208,14 +208,17 @@ def test_fit_resumes_a_pipeline_that_reshuffles_under_the_outer_repeat(tmp_path,
     # A damaged state is refused in one line, not half restored.
     data = next((out / "resume" / "step-9").glob("ckpt.data-*"))
     intact = data.read_bytes()
-    for damaged, reason in ((intact[:len(intact) // 2], "cut short"),
+    cut = (f"{data.name} is cut short ({len(intact) // 2:,} bytes; its index expects "
+           f"{len(intact):,})): delete {resume} to start over")
+    for damaged, reason in ((intact[:len(intact) // 2], cut), (b"", cut.replace(
+            f"({len(intact) // 2:,} bytes", "(0 bytes")),
                             (intact[:-9] + bytes([intact[-9] ^ 0xFF]) + intact[-8:],
-                             "checksum mismatch")):
+                             f"checksum mismatch; delete {resume} to start over)")):
         data.write_bytes(damaged)
         with pytest.raises(ValueError) as error:
             _toy_fit(out, monkeypatch)
         assert str(error.value) == (f"{out / 'resume' / 'step-9'}: unreadable resumable "
-                                    f"state ({reason}): delete {resume} to start over")
+                                    f"state ({reason}")
     data.write_bytes(intact)
     state_json = out / "resume" / "step-9" / "state.json"
     kept = state_json.read_text()

@@ -16,6 +16,7 @@ import os
 import pytest
 
 from tests import fuzz_inputs
+from tests.testing import tree_hash
 
 ROWS = {}
 
@@ -51,6 +52,22 @@ def flag_rows(command, argv, cases):
     for flags, expect in cases:
         row(command, " ".join(f"{k}={v}" for k, v in flags.items()),
             lambda ns, out, f=flags: argv(ns, out, f), expect)
+
+
+# Rows of damaged checkpoints and exports: their error line names the damaged file; the
+# whole of file descriptor 2 is read (TensorFlow's C++ and Python log lines included), and
+# every input the row names is hashed before and after (a refused resume must not touch
+# the run it was given).
+DAMAGED = {}
+
+
+def damage_rows(command, argv, cases):
+    """flag_rows whose inputs (the "@name" values of each case's flags) are damaged
+    checkpoints or exports: see DAMAGED."""
+    flag_rows(command, argv, cases)
+    for flags, _ in cases:
+        name = f"{command.rsplit('.', 1)[-1]}:" + " ".join(f"{k}={v}" for k, v in flags.items())
+        DAMAGED[name] = [v for v in flags.values() if isinstance(v, str) and v.startswith("@")]
 
 
 def _names(ns):
@@ -219,7 +236,8 @@ flag_rows(CC, cc, [
     ({"input": "@keras_cut"}, "{keras_cut}: not a readable .keras file"),
     ({"input": "@keras_flipped"}, "{keras_flipped}: not a readable .keras file"),
     ({"input": "@mg_data_cut"},
-     ("{mg_data_cut}/ckpt-1: unreadable checkpoint, variable", "damaged .data file")),
+     ("{mg_data_cut}/ckpt-1: unreadable checkpoint: ckpt-1.data-00000-of-00001 is cut "
+      "short (29,918 bytes; its index expects 299,186)",)),
     ({"input": "@mg_norm_first"},
      "{mg_norm_first}/params.yaml: norm_first: true (pre-LayerNorm) is not BERT's layout"),
     ({"input": "@tfhub_cut"}, "{tfhub_cut}: unreadable SavedModel variables"),
@@ -395,6 +413,92 @@ flag_rows(BP, bp, [
 ])
 
 
+# ------------------------------------------- damaged checkpoints, through every reader
+# A cut .data file (by one byte, or to nothing), a missing one, a missing or cut .index, a
+# state file naming a checkpoint that is not there: in a SavedModel's variables, a
+# run_pretraining folder (an object-based tf.train.Checkpoint), google's TF1 checkpoint;
+# a keras-hub preset's model.weights.h5 cut, a .keras zip cut by one byte. Each reader
+# says which file and what it expected, before TensorFlow reads a byte of it.
+PRETRAINING_CUT1 = ("{pretraining_damaged_data_cut1}/ckpt-1: unreadable",
+                    "ckpt-1.data-00000-of-00001 is cut short (")
+PRETRAINING_EMPTY = ("{pretraining_damaged_data_empty}/ckpt-1: unreadable",
+                     "ckpt-1.data-00000-of-00001 is cut short (0 bytes; its index expects")
+PRETRAINING_MISSING = ("{pretraining_damaged_data_missing}/ckpt-1: unreadable",
+                       "ckpt-1.data-00000-of-00001 is missing (its index names it")
+PRETRAINING_NO_INDEX = ("{pretraining_damaged_no_index}/ckpt-1.index: missing "
+                        "(ckpt-1.data-00000-of-00001 is there without it")
+PRETRAINING_STATE = ("{pretraining_damaged_state_names_missing}/ckpt-7.index: missing (the "
+                     "checkpoint ckpt-7 that {pretraining_damaged_state_names_missing}/"
+                     "checkpoint names as the latest")
+GOOGLE_NO_INDEX = ("{google_damaged_no_index}/bert_model.ckpt.index: missing "
+                   "(bert_model.ckpt.data-00000-of-00001 is there without it")
+PRESET_CUT1 = ("{preset_damaged_cut1}/model.weights.h5: not a readable weights file (cut "
+               "short: ")
+damage_rows(BP, bp, [
+    ({"model_dir": "@export_damaged_data_cut1"},
+     ("{export_damaged_data_cut1}/1: unreadable SavedModel: variables/variables.data-00000-"
+      "of-00001 is cut short (",)),
+    ({"model_dir": "@export_damaged_data_empty"},
+     ("{export_damaged_data_empty}/1: unreadable SavedModel: variables/variables.data-00000-"
+      "of-00001 is cut short (0 bytes; its index expects",)),
+    ({"model_dir": "@export_damaged_data_missing"},
+     ("{export_damaged_data_missing}/1: unreadable SavedModel: variables/variables.data-"
+      "00000-of-00001 is missing",)),
+    ({"model_dir": "@export_damaged_data_flipped"},
+     ("{export_damaged_data_flipped}/1: unreadable SavedModel (checksum mismatch",)),
+    ({"model_dir": "@export_damaged_index_cut"},
+     ("{export_damaged_index_cut}/1: unreadable SavedModel: variables/variables.index is "
+      "damaged",)),
+])
+damage_rows(CC, cc, [
+    ({"input": "@pretraining_damaged_data_cut1"}, PRETRAINING_CUT1),
+    ({"input": "@pretraining_damaged_data_empty"}, PRETRAINING_EMPTY),
+    ({"input": "@pretraining_damaged_data_missing"}, PRETRAINING_MISSING),
+    ({"input": "@pretraining_damaged_no_index"}, PRETRAINING_NO_INDEX),
+    ({"input": "@pretraining_damaged_state_names_missing"}, PRETRAINING_STATE),
+    ({"input": "@preset_damaged_cut1"}, PRESET_CUT1),
+    ({"input": "@preset_damaged_cut"},
+     "{preset_damaged_cut}/model.weights.h5: not a readable weights file (cut short: "),
+    ({"input": "@google_damaged_no_index"}, GOOGLE_NO_INDEX),
+    ({"input": "@google_damaged_no_index_no_state"},
+     "{google_damaged_no_index_no_state}/bert_model.ckpt.index: missing"),
+    ({"input": "@keras_cut1"}, "{keras_cut1}: not a readable .keras file"),
+    ({"input": "@tfhub_cut1"}, ("{tfhub_cut1}: unreadable SavedModel variables: "
+                                "variables/variables.data-00000-of-00001 is cut short (",)),
+])
+# A resume (and an evaluation) of a damaged run: refused, the run left as it is.
+damage_rows(RP, rp, [
+    ({"output_dir": "@pretraining_damaged_data_cut1"}, PRETRAINING_CUT1),
+    ({"output_dir": "@pretraining_damaged_data_empty"}, PRETRAINING_EMPTY),
+    ({"output_dir": "@pretraining_damaged_data_missing"}, PRETRAINING_MISSING),
+    ({"output_dir": "@pretraining_damaged_no_index"}, PRETRAINING_NO_INDEX),
+    ({"output_dir": "@pretraining_damaged_state_names_missing"}, PRETRAINING_STATE),
+    ({"output_dir": "@pretraining_damaged_data_cut1", "do_train": False, "do_eval": True},
+     PRETRAINING_CUT1),
+    ({"init_checkpoint": "@pretraining_damaged_data_cut1"}, PRETRAINING_CUT1),
+    ({"init_checkpoint": "@preset_damaged_cut1"}, PRESET_CUT1),
+    ({"init_checkpoint": "@google_damaged_no_index"}, GOOGLE_NO_INDEX),
+])
+damage_rows(GLUE, glue, [
+    ({"init_checkpoint": "@pretraining_damaged_data_cut1"}, PRETRAINING_CUT1),
+    ({"init_checkpoint": "@pretraining_damaged_state_names_missing"}, PRETRAINING_STATE),
+    ({"init_checkpoint": "@preset_damaged_cut1", "bert_config_file": None}, PRESET_CUT1),
+    ({"init_checkpoint": "@google_damaged_no_index"}, GOOGLE_NO_INDEX),
+])
+damage_rows(EF, ef, [
+    ({"init_checkpoint": "@pretraining_damaged_data_cut1", "vocab_file": "@vocab"},
+     PRETRAINING_CUT1),
+    ({"init_checkpoint": "@preset_damaged_cut1"}, PRESET_CUT1),
+    ({"init_checkpoint": "@google_damaged_no_index"}, GOOGLE_NO_INDEX),
+])
+damage_rows(EXPORT, ex, [
+    ({"checkpoint_dir": "@pretraining_damaged_data_cut1", "vocab_file": "@vocab"},
+     PRETRAINING_CUT1),
+    ({"checkpoint_dir": "@preset_damaged_cut1"}, PRESET_CUT1),
+    ({"checkpoint_dir": "@google_damaged_no_index"}, GOOGLE_NO_INDEX),
+])
+
+
 @pytest.fixture(scope="module")
 def ns(tmp_path_factory, minilm_dir):
     return fuzz_inputs.build(str(tmp_path_factory.mktemp("fuzz")), minilm_dir)
@@ -403,6 +507,14 @@ def ns(tmp_path_factory, minilm_dir):
 def _expected(text, ns):
     """`{name}` / `{role_kind}` in a row's text -> that input's path."""
     return text.format(**_names(ns))
+
+
+def _contents(path):
+    """A folder's tree_hash, a file's bytes."""
+    if os.path.isdir(path):
+        return tree_hash(path)
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def _temporary_files(root):
@@ -417,10 +529,14 @@ LEAVES_RUN_STATE = {"run_pretraining:input_file=@shard_flipped": {
 
 
 @pytest.mark.parametrize("name", sorted(ROWS))
-def test_row(name, ns, tmp_path, capsys):
+def test_row(name, ns, tmp_path, request):
     command, argv, expect = ROWS[name]
     out = str(tmp_path / "out")
     args = argv(ns, out)
+    # A damaged input's row reads all of descriptor 2: TensorFlow's own log lines too.
+    capsys = request.getfixturevalue("capfd" if name in DAMAGED else "capsys")
+    inputs = [_resolve(value, ns) for value in DAMAGED.get(name, ())]
+    before = [_contents(path) for path in inputs]
     main = importlib.import_module(command).main
     try:
         main(args)
@@ -451,6 +567,7 @@ def test_row(name, ns, tmp_path, capsys):
     left = set(os.listdir(out)) if os.path.exists(out) else set()
     assert left <= LEAVES_RUN_STATE.get(name, set()), left
     assert not _temporary_files(ns.root) and not _temporary_files(str(tmp_path))
+    assert [_contents(path) for path in inputs] == before
 
 
 def test_ctrl_c_is_one_line_and_status_130(capsys):

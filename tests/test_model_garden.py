@@ -125,10 +125,13 @@ def test_a_damaged_data_file_is_one_error(tmp_path):
     path = tmp_path / "mg"
     shutil.copytree(os.path.join(FIXTURES, "encoder"), path)
     data = path / "bert_model.ckpt.data-00000-of-00001"
-    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
-    with pytest.raises(ValueError, match=r"unreadable checkpoint, variable .*damaged") as e:
+    size = data.stat().st_size
+    data.write_bytes(data.read_bytes()[: size // 2])
+    with pytest.raises(ValueError) as e:
         load_encoder(str(path))
-    assert "\n" not in str(e.value)
+    assert str(e.value) == (f"{path}/bert_model.ckpt: unreadable checkpoint: bert_model.ckpt."
+                            f"data-00000-of-00001 is cut short ({size // 2:,} bytes; its "
+                            f"index expects {size:,})")
 
 
 def pretraining_inputs(found):

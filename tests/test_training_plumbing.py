@@ -98,3 +98,21 @@ def test_importing_the_plumbing_loads_no_tensorflow():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=ROOT), check=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_metric_log_on_a_full_disk_names_its_file(tmp_path):
+    """A line that cannot be written is an OSError naming the log (Python's own names no
+    file: `[Errno 28] No space left on device`), and nothing stays buffered for the
+    file's close to write again."""
+    path = str(tmp_path / "train_log.jsonl")
+    log = MetricLog(path, 0)
+    log.write({"step": 1, "loss": 1.0})
+    log.file.close()
+    log.file = open("/dev/full", "ab", buffering=0)      # every write: ENOSPC
+    with pytest.raises(OSError) as error:
+        log.write({"step": 2, "loss": 0.5})
+    assert (error.value.filename, error.value.strerror) == (path, "No space left on device")
+    log.file.close()
+    with open(path) as f:
+        assert [json.loads(line)["step"] for line in f] == [1]

@@ -32,7 +32,9 @@ import sys
 # here; the library parts of a command (no argparse) from bert_tf/base/checks.py.
 from bert_tf.base.checks import (check_not_inputs, check_output_place,  # noqa: F401
                                   check_seq_length)
+from bert_tf.base.files import SYSTEM_ERRORS
 from bert_tf.base.output_lock import OutputLock
+from bert_tf.base.tf_logs import tf_error_text
 from bert_tf.base.training_plumbing import is_chief
 
 # --mixed_precision / --dtype name -> Keras dtype policy.
@@ -160,18 +162,21 @@ def run_main(run, args, errors=(), keras=True, positive=(), non_negative=(), fra
 # The file system's refusals, as libraries other than Python's own report them
 # (TensorFlow's file writers, safetensors, h5py): the message names the file and one of
 # these reasons.
-SYSTEM_REASONS = ("No space left on device", "Read-only file system", "Permission denied",
-                  "Disk quota exceeded")
+SYSTEM_REASONS = tuple(SYSTEM_ERRORS.values())
 
 
 def system_error_line(error):
     """One line for an error of the file system raised as another library's error class
     (a full disk under TensorFlow's SaveV2, for instance), else None."""
-    text = " ".join(str(error).split())
+    text = tf_error_text(error)
     if not any(reason in text for reason in SYSTEM_REASONS):
         return None
-    text = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", text)   # TensorFlow's op prefix
-    return re.sub(r"\s*\[Op:\w+\]$", "", text)
+    # TensorFlow's file errors: `PATH; REASON` and what it was doing -> `PATH: REASON`.
+    reasons = "|".join(map(re.escape, SYSTEM_REASONS))
+    said = re.match(rf"^(\S+); ({reasons})\b", text)
+    if said:
+        return f"{said.group(1)}: {said.group(2)}"
+    return text
 
 
 def _locked_outputs(args, flags):

@@ -7,6 +7,7 @@ goes through tf.io.gfile (its rename is a copy there, as tf.io.gfile's always is
 """
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -49,6 +50,59 @@ def atomic_write(path, mode="w", encoding="utf-8"):
             # A write or close that failed (a full disk) names no file: name `path`.
             raise OSError(e.errno, os.strerror(e.errno), path) from None
         raise
+
+
+def close_hdf5_files(path):
+    """Closes every HDF5 file this process still has open at `path` or inside the folder
+    `path`, with every object open in it; True if there was one.
+
+    A write that fails in HDF5 (a full disk, an I/O error) leaves the file open: h5py and
+    Keras drop their handles without closing it, and HDF5 frees the file's state when
+    the last handle's close fails, while the group handles still point at it. The
+    library then crashes (a segmentation fault) closing those groups at the process's
+    exit, and the descriptor it keeps holds the space of the removed temporary file. A
+    writer of HDF5 files calls this on its error path, before removing what it wrote;
+    closing groups and datasets first, as h5py's File.close does, leaves nothing
+    dangling. A close that fails again (the data cannot be flushed) is what the caller is
+    already reporting."""
+    import sys
+    if "h5py" not in sys.modules:       # nothing was ever opened
+        return False
+    import h5py
+    path = os.path.abspath(path)
+    found = False
+    for file_id in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE):
+        name = os.path.abspath(os.fsdecode(file_id.name))
+        if name != path and not name.startswith(path.rstrip(os.sep) + os.sep):
+            continue
+        found = True
+        with contextlib.suppress(Exception):
+            h5py.File(file_id).close()
+    return found
+
+
+# The file system's refusals by errno, as every library words them (strerror): a full
+# disk, a quota, a read-only or unwritable folder, a failing device.
+SYSTEM_ERRORS = {errno.ENOSPC: "No space left on device", errno.EDQUOT: "Disk quota exceeded",
+                 errno.EROFS: "Read-only file system", errno.EACCES: "Permission denied",
+                 errno.EIO: "Input/output error"}
+
+
+def system_error(error, path):
+    """OSError(errno, reason, `path`) when `error` is the file system refusing a write
+    (SYSTEM_ERRORS): Python's OSError, or another library's error whose text gives the
+    system's reason (TensorFlow's file writers, h5py, safetensors), which name a
+    temporary file or none; else None. A writer that writes under temporary names
+    reports its failure with the name the user gave."""
+    if isinstance(error, OSError) and error.errno in SYSTEM_ERRORS:
+        return OSError(error.errno, SYSTEM_ERRORS[error.errno], os.fspath(path))
+    if not isinstance(error, Exception):
+        return None
+    text = str(error)
+    for number, reason in SYSTEM_ERRORS.items():
+        if reason in text:
+            return OSError(number, reason, os.fspath(path))
+    return None
 
 
 def replace_path(new, path):

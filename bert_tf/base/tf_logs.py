@@ -136,3 +136,12 @@ def install():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if not any(isinstance(f, _QuietTensorFlowImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _QuietTensorFlowImport())
+
+
+def tf_error_text(error):
+    """An error TensorFlow raised, as one line: white space folded, its op's
+    `{{function_node ...}}` prefix and `[Op:Name]` suffix removed."""
+    import re
+    text = " ".join(str(error).split())
+    text = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", text)
+    return re.sub(r"\s*\[Op:\w+\]( name: \S*)?$", "", text)

@@ -98,9 +98,23 @@ class MetricLog:
                         kept.append(line if line.endswith("\n") else line + "\n")
         with atomic_write(path) as f:
             f.writelines(kept)
-        self.file = open(path, "a")
+        # Unbuffered: a line that cannot be written (a full disk) is not kept in a buffer
+        # that the file's close would try to write again.
+        self.file = open(path, "ab", buffering=0)
 
     def write(self, row):
-        if self.enabled:
-            self.file.write(json.dumps(row) + "\n")
-            self.file.flush()
+        """Appends `row` as one line; OSError naming the file when it cannot, the file
+        cut back to its complete lines."""
+        if not self.enabled:
+            return
+        line = (json.dumps(row) + "\n").encode("utf-8")
+        start = self.file.tell()
+        try:
+            written = 0
+            while written < len(line):
+                written += self.file.write(line[written:])
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                self.file.truncate(start)
+            raise OSError(e.errno, os.strerror(e.errno) if e.errno else str(e),
+                          self.path) from None

@@ -27,7 +27,8 @@ from bert_tf.checkpoints.formats.hf import (  # noqa: F401  (re-exported)
     write_hf_checkpoint)
 from bert_tf.checkpoints.formats.keras import (  # noqa: F401  (re-exported)
     KERAS_MODEL_NAME, read_keras_model, write_keras_model)
-from bert_tf.base.files import replace_path
+from bert_tf.base.files import close_hdf5_files, replace_path, system_error
+from bert_tf.checkpoints.bundle import orphan_data
 from bert_tf.checkpoints.registry import resolve_checkpoint
 
 # The built-in formats, in registration order (google, hf, keras, keras_hub,
@@ -49,6 +50,9 @@ def detect_format(path):
     if os.path.isfile(os.path.join(path, "saved_model.pb")):
         raise ValueError(f"{path}: a SavedModel without a BERT encoder's variables (a TF Hub "
                          f"preprocessing model? give the encoder's directory)")
+    orphan = orphan_data(path)
+    if orphan is not None:
+        raise orphan
     expected = "; ".join(f.holds for f in formats() if f.holds)
     if os.path.isdir(path):
         raise ValueError(f"{path}: no checkpoint found (expected {expected})")
@@ -205,7 +209,15 @@ def save_checkpoint(model, output, output_format, vocab_file=None, overwrite=Fal
         # Swapped with what is there in one step: a reader loading `output` meanwhile
         # finds the old checkpoint or the new one, never neither.
         replace_path(tmp, output)
+    except BaseException as e:
+        # A format written through HDF5 (keras-hub's model.weights.h5) leaves its file
+        # open after a failed write, and the process would crash at exit.
+        close_hdf5_files(tmp_dir)
+        failure = system_error(e, output)
+        if failure is not None:
+            raise failure from None
+        raise
     finally:
         if os.path.exists(tmp_dir):
-            shutil.rmtree(tmp_dir)
+            shutil.rmtree(tmp_dir, ignore_errors=True)
     return output

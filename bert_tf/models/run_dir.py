@@ -18,7 +18,7 @@ import json
 import os
 
 # write_json: JSON with sorted keys, atomically (the tasks write their files with it too).
-from bert_tf.base.files import atomic_copy, write_json
+from bert_tf.base.files import atomic_copy, close_hdf5_files, system_error, write_json
 
 WEIGHT_FILES = ("best.weights.h5", "last.weights.h5")
 
@@ -90,8 +90,10 @@ def save_weights(model, path):
     """The model's weights (not its optimizer's) into `path`, by way of a temporary file
     renamed onto `path` when complete. A reader of `path` (an export while training goes
     on) never sees half a file, and never blocks the writer: HDF5 locks the file it
-    opens, and the writer's is a new one. A failure names `path` (h5py's own errors name
-    no file)."""
+    opens, and the writer's is a new one. A failure (a full disk, a read-only folder)
+    closes what HDF5 still holds open of the temporary file (files.close_hdf5_files: left
+    open, it crashes the process at exit), removes it, and names `path` with the
+    system's reason (h5py's own errors name no file, or the temporary one)."""
     import keras
     folder, name = os.path.split(path)
     tmp = os.path.join(folder, f".{name[:-len('.weights.h5')]}.tmp.weights.h5")  # Keras
@@ -99,8 +101,12 @@ def save_weights(model, path):
         keras.saving.save_weights(model, tmp, objects_to_skip=_optimizer(model))
         os.replace(tmp, path)
     except BaseException as e:
+        close_hdf5_files(tmp)
         if os.path.exists(tmp):
             os.remove(tmp)
+        failure = system_error(e, path)
+        if failure is not None:
+            raise failure from None
         if isinstance(e, (OSError, RuntimeError, ValueError)):
             reason = (str(e).splitlines() or [type(e).__name__])[0]
             raise OSError(f"{path}: could not write the weights ({reason})") from None
@@ -146,20 +152,43 @@ def weights_file(output_dir):
                             f"; run with --do_train first")
 
 
-def load_weights(model, path):
-    """model.load_weights(path) (a Keras .weights.h5 file; an optimizer state in it, as
-    files written before the weights-only ones hold, is skipped); ValueError in one line
-    naming the file when it is cut short or damaged (h5py's own errors run to many
-    lines)."""
-    import keras
+def check_weights_file(path):
+    """ValueError in one line naming `path` when it is not a whole HDF5 file (Keras'
+    .weights.h5, a keras-hub preset's model.weights.h5): no HDF5 signature, or cut
+    shorter than its superblock says, or a superblock HDF5 cannot read. h5py's own
+    errors name no file. (HDF5 keeps no checksum of the data: a changed byte inside a
+    weight's values reads back as a value.)"""
+    import re
     with open(path, "rb") as f:
         signature = f.read(8)
     if signature != b"\x89HDF\r\n\x1a\n":      # HDF5's file signature (Keras writes it first)
         raise ValueError(f"{path}: not a readable weights file (no HDF5 signature: cut "
                          f"short or damaged?)")
+    import h5py
+    try:
+        with h5py.File(path, "r"):
+            pass
+    except (OSError, ValueError, RuntimeError) as e:
+        text = (str(e).splitlines() or [type(e).__name__])[0]
+        cut = re.search(r"truncated file: eof = (\d+).*stored_eof = (\d+)", text)
+        reason = (f"cut short: {int(cut.group(1)):,} bytes, its superblock says "
+                  f"{int(cut.group(2)):,}" if cut else
+                  re.sub(r"^Unable to (synchronously )?open file \((.*)\)$", r"\2", text) +
+                  "; cut short or damaged?")
+        raise ValueError(f"{path}: not a readable weights file ({reason})") from None
+
+
+def load_weights(model, path):
+    """model.load_weights(path) (a Keras .weights.h5 file; an optimizer state in it, as
+    files written before the weights-only ones hold, is skipped); ValueError in one line
+    naming the file when it is cut short or damaged (check_weights_file; h5py's own
+    errors run to many lines)."""
+    import keras
+    check_weights_file(path)
     try:
         keras.saving.load_weights(model, path, objects_to_skip=_optimizer(model))
     except (OSError, ValueError, KeyError, RuntimeError) as e:
+        close_hdf5_files(path)
         reason = (str(e).splitlines() or [e.__class__.__name__])[0]
         raise ValueError(f"{path}: not a readable weights file ({reason}; cut short or "
                          f"damaged?)") from None

@@ -20,6 +20,7 @@ import dataclasses
 import json
 import os
 
+from bert_tf.checkpoints.bundle import check_bundle, latest_prefix
 from bert_tf.checkpoints.formats.pretraining_run import RUN_COPIES, RUN_SETTINGS
 from bert_tf.base.files import write_json
 from bert_tf.base.training_plumbing import is_chief
@@ -261,6 +262,8 @@ def check_resume(output_dir, settings, do_train=True):
     latest = latest_checkpoint(output_dir)
     if latest is None:
         return
+    # A damaged checkpoint is said here, in one line, not deep inside the restore.
+    check_bundle(latest, "checkpoint")
     theirs = _recorded_settings(output_dir)
     if theirs is None:
         return
@@ -289,9 +292,10 @@ def write_run_settings(output_dir, settings):
 
 
 def latest_checkpoint(output_dir):
-    """The newest checkpoint in `output_dir`, or None (also when there is no folder)."""
-    import tensorflow as tf
-    return tf.train.latest_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+    """The newest checkpoint in `output_dir`, or None (also when there is no folder);
+    ValueError when its `checkpoint` state file names one whose files are gone
+    (bundle.latest_prefix: a run there would start over, overwriting what is left)."""
+    return latest_prefix(output_dir) if os.path.isdir(output_dir) else None
 
 
 def build(strategy, config, output_dir, *, max_seq_length, seed, dtype, optimizer,

@@ -24,12 +24,21 @@ import tensorflow as tf
 from bert_tf.models.pretraining_losses import local_sums, metrics_from_sums
 from bert_tf.training.distribution import worker_devices
 from bert_tf.training.optimization import CLIP_NORM
+from bert_tf.base.files import system_error
 from bert_tf.base.shard_schema import MODEL_INPUTS
 from bert_tf.base.training_plumbing import Interrupted, MetricLog, is_chief, stop_requests
+from bert_tf.checkpoints.bundle import check_bundle, latest_prefix, restore_or_refuse
 
 METRIC_KEYS = ("loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss",
                "next_sentence_accuracy", "learning_rate", "grad_norm")
 NEXT_SENTENCE_KEYS = ("next_sentence_loss", "next_sentence_accuracy")
+
+
+def _restore(checkpoint, prefix):
+    """checkpoint.restore(prefix); ValueError in one line naming it when TensorFlow cannot
+    read it (a changed byte fails a tensor's checksum; a cut or missing file is said
+    before, by bundle.check_bundle)."""
+    return restore_or_refuse(lambda: checkpoint.restore(prefix), prefix, "checkpoint")
 
 
 class NonFiniteLossError(RuntimeError):
@@ -233,7 +242,7 @@ class PretrainingLoop:
         if self._distributed_input:
             # The input position is not checkpointable here: skip the consumed batches.
             if latest:
-                checkpoint.restore(latest).assert_existing_objects_matched()
+                _restore(checkpoint, latest).assert_existing_objects_matched()
             dataset = self.strategy.distribute_datasets_from_function(
                 lambda ctx: dataset_fn(ctx, ctx.get_per_replica_batch_size(
                     self.train_batch_size), self.step - first_step))
@@ -243,7 +252,7 @@ class PretrainingLoop:
             iterator = iter(dataset)
             checkpoint.iterator = iterator
             if latest:
-                checkpoint.restore(latest).assert_existing_objects_matched()
+                _restore(checkpoint, latest).assert_existing_objects_matched()
         if latest:
             print(f"resumed from {latest} at step {self.step}", flush=True)
         start = self.step
@@ -306,7 +315,21 @@ class PretrainingLoop:
                 f"step {step}: the weights are no longer finite after its update (is "
                 f"--learning_rate too high?); not saved; last good checkpoint: "
                 f"{manager.latest_checkpoint or 'none'}")
-        manager.save(checkpoint_number=step)
+        try:
+            manager.save(checkpoint_number=step)
+        except Exception as e:
+            # A full disk: TensorFlow's error names its temporary file. What the save
+            # wrote (ckpt-N_temp/, a part of ckpt-N's files) goes; the state file still
+            # names the checkpoint before, which a rerun resumes from.
+            prefix = os.path.join(manager.directory, f"ckpt-{step}")
+            failure = system_error(e, prefix)
+            if failure is None:
+                raise
+            gfile = tf.io.gfile
+            for path in gfile.glob(prefix + "_temp") + gfile.glob(prefix + ".*"):
+                with contextlib.suppress(tf.errors.OpError):
+                    (gfile.rmtree if gfile.isdir(path) else gfile.remove)(path)
+            raise failure from None
 
     def _train_loop(self, iterator, step, num_train_steps, save_checkpoints_steps,
                     steps_per_loop, manager, log, writer, bar, history):
@@ -360,9 +383,10 @@ class PretrainingLoop:
     def restore_latest(self):
         """Restores model weights (and optimizer) from the latest checkpoint, if any;
         returns its path or None."""
-        latest = tf.train.latest_checkpoint(self.output_dir)
+        latest = latest_prefix(self.output_dir)
         if latest:
-            self._checkpoint().restore(latest).expect_partial()
+            check_bundle(latest, "checkpoint")
+            _restore(self._checkpoint(), latest).expect_partial()
         return latest
 
     # -- multi-worker checkpoint placement ----------------------------------------------

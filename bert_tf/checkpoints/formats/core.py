@@ -32,6 +32,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from bert_tf.base.config import BertConfig
+from bert_tf.checkpoints.bundle import latest_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -427,17 +428,16 @@ def restore(model, checkpoint, allow_missing_heads=False, ignore=()):
 
 def tf_checkpoint_prefix(path, file_name="bert_model.ckpt"):
     """The TensorFlow checkpoint prefix `path` names (a prefix, an .index/.data file, or a
-    directory holding `file_name`, a `checkpoint` state file or a single .index), or None.
-    TensorFlow is imported only for a `checkpoint` state file, so HF and Keras checkpoints
-    load on Keras' other backends without it."""
+    directory holding `file_name`, a `checkpoint` state file or a single .index), or None;
+    ValueError when the state file names a checkpoint whose index is gone
+    (bundle.latest_prefix). TensorFlow is not imported, so HF and Keras checkpoints load
+    on Keras' other backends without it."""
     if os.path.isdir(path):
         if os.path.exists(os.path.join(path, file_name + ".index")):
             return os.path.join(path, file_name)
-        if os.path.exists(os.path.join(path, "checkpoint")):
-            import tensorflow as tf
-            latest = tf.train.latest_checkpoint(path)
-            if latest:
-                return latest
+        latest = latest_prefix(path)
+        if latest:
+            return latest
         indexes = glob.glob(os.path.join(glob.escape(path), "*.index"))
         return indexes[0][:-len(".index")] if len(indexes) == 1 else None
     for suffix in (".index", ".meta"):

@@ -9,6 +9,7 @@ SaveV2, the op `tf.compat.v1.train.Saver` runs, so google's `init_from_checkpoin
 import os
 import re
 
+from bert_tf.checkpoints.bundle import check_bundle, read_failure
 from bert_tf.checkpoints.formats.core import (
     GOOGLE_CONFIG_NAME, VOCAB_NAME, Checkpoint, CheckpointFormat, config_beside,
     copy_vocab, find_file, google_variables, register_format, split_model,
@@ -47,6 +48,7 @@ def read_google_checkpoint(path, bert_config_file=None):
         raise FileNotFoundError(f"{path}: no TF1 checkpoint (expected {path}.index or a "
                                 f"directory with {GOOGLE_CKPT_NAME}.index)")
     directory = os.path.dirname(prefix)
+    check_bundle(prefix, "TF1 checkpoint")
     config = config_beside(prefix, bert_config_file)
     try:
         reader = tf.train.load_checkpoint(prefix)
@@ -62,12 +64,9 @@ def read_google_checkpoint(path, bert_config_file=None):
         try:
             tensors[name] = reader.get_tensor(name)
         except (tf.errors.OpError, IndexError) as e:
-            # A cut .data file reads short (IndexError), a flipped byte fails its checksum.
-            reason = "cut short" if isinstance(e, IndexError) else \
-                "checksum mismatch" if "Checksum does not match" in str(e) else \
-                (str(e).splitlines() or [e.__class__.__name__])[0]
+            # A flipped byte fails its checksum (a cut file is found by check_bundle).
             raise ValueError(f"{prefix}: unreadable TF1 checkpoint, variable {name} "
-                             f"({reason}; a truncated or damaged .data file?)") from None
+                             f"({read_failure(e)}; a damaged .data file?)") from None
     return Checkpoint(prefix, "google", config, tensors,
                       find_file(directory, (VOCAB_NAME,)), ignored)
 

@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 PRESET_CONFIG = "config.json"
 PRESET_WEIGHTS = "model.weights.h5"
 TASK_CONFIG = "task.json"
+TASK_WEIGHTS = "task.weights.h5"
 OUR_CONFIG = GOOGLE_CONFIG_NAME  # what our writers put beside every model
 
 
@@ -179,15 +180,27 @@ def read_keras_hub_preset(path, bert_config_file=None):
         raise FileNotFoundError(f"{path}: not a keras-hub preset directory (expected "
                                 f"{PRESET_CONFIG} naming a keras-hub class and "
                                 f"{PRESET_WEIGHTS})")
+    from bert_tf.base.files import close_hdf5_files
+    from bert_tf.models.run_dir import check_weights_file
     task = None
     task_file = os.path.join(path, TASK_CONFIG)
     if os.path.isfile(task_file):
         with open(task_file, encoding="utf-8") as f:
             task = json.load(f).get("class_name")
-    if task == "BertMaskedLM":
-        model = keras_hub.models.BertMaskedLM.from_preset(path, preprocessor=None)
-    else:
-        model = keras_hub.models.BertBackbone.from_preset(path)
+    weights = [PRESET_WEIGHTS] + ([TASK_WEIGHTS] if task == "BertMaskedLM" else [])
+    for name in weights:       # h5py's errors name no file
+        if os.path.isfile(os.path.join(path, name)):
+            check_weights_file(os.path.join(path, name))
+    try:
+        if task == "BertMaskedLM":
+            model = keras_hub.models.BertMaskedLM.from_preset(path, preprocessor=None)
+        else:
+            model = keras_hub.models.BertBackbone.from_preset(path)
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        close_hdf5_files(path)
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ValueError(f"{path}: unreadable keras-hub preset ({reason}; weights of "
+                         f"another model, or damaged?)") from None
     checkpoint = read_keras_hub_model(model, path)
     ours = os.path.join(path, OUR_CONFIG)
     if os.path.isfile(ours):

@@ -34,6 +34,7 @@ import glob
 import os
 import re
 
+from bert_tf.checkpoints.bundle import check_bundle, read_failure
 from bert_tf.checkpoints.formats.core import (
     GOOGLE_CONFIG_NAME, HF_CONFIG_NAME, VOCAB_NAME, Checkpoint, CheckpointFormat,
     config_beside, copy_vocab, find_file, google_variables, logger, merge_heads,
@@ -260,6 +261,7 @@ def read_model_garden_checkpoint(path, bert_config_file=None):
         logger.warning("%s: Model Garden computes hidden_act 'gelu' as the tanh "
                        "approximation; the model uses gelu_tanh", prefix)
         config = config.replace(hidden_act="gelu_tanh")
+    check_bundle(prefix, "checkpoint")
     reader = tf.train.load_checkpoint(prefix)
     shapes = reader.get_variable_to_shape_map()
     root = _root(list(shapes))
@@ -282,8 +284,7 @@ def read_model_garden_checkpoint(path, bert_config_file=None):
             value = reader.get_tensor(name)
         except (tf.errors.OpError, IndexError) as e:
             raise ValueError(f"{prefix}: unreadable checkpoint, variable {name} "
-                             f"({e.__class__.__name__}; a truncated or damaged .data "
-                             f"file?)") from None
+                             f"({read_failure(e)}; a damaged .data file?)") from None
         if google is None:
             tensors[name] = value  # restore() reports it as unexpected
             continue

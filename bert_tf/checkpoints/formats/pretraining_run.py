@@ -10,6 +10,8 @@ formats.
 import json
 import os
 
+from bert_tf.checkpoints.bundle import (check_bundle, latest_prefix, read_failure,
+                                        restore_or_refuse)
 from bert_tf.checkpoints.formats.core import (
     GOOGLE_CONFIG_NAME, VOCAB_NAME, Checkpoint, CheckpointFormat, config_beside,
     google_variables, register_format)
@@ -42,7 +44,7 @@ def read_pretraining_run(path, bert_config_file=None):
 
     from bert_tf.models.pretrainer import BertPretrainer
     path = os.fspath(path)
-    latest = tf.train.latest_checkpoint(path)
+    latest = latest_prefix(path)
     if latest is None:
         raise ValueError(f"{path}: a run_pretraining folder without a checkpoint yet (it "
                          f"writes ckpt-N every --save_checkpoints_steps steps)")
@@ -53,14 +55,15 @@ def read_pretraining_run(path, bert_config_file=None):
     except (OSError, ValueError, AttributeError):
         raise ValueError(f"{os.path.join(path, RUN_SETTINGS)}: not the JSON settings of a "
                          f"run_pretraining run") from None
+    check_bundle(latest, "run_pretraining checkpoint")
     model = BertPretrainer.from_config_object(config, next_sentence=next_sentence)
+    status = restore_or_refuse(lambda: tf.train.Checkpoint(model=model).read(latest),
+                               latest, "run_pretraining checkpoint")
     try:
-        tf.train.Checkpoint(model=model).read(latest).expect_partial() \
-            .assert_existing_objects_matched()
-    except (tf.errors.OpError, AssertionError, ValueError) as e:
-        reason = (str(e).splitlines() or [e.__class__.__name__])[0]
-        raise ValueError(f"{latest}: unreadable run_pretraining checkpoint ({reason}; cut "
-                         f"short, damaged or of another model?)") from None
+        status.expect_partial().assert_existing_objects_matched()
+    except (AssertionError, ValueError) as e:
+        raise ValueError(f"{latest}: unreadable run_pretraining checkpoint "
+                         f"({read_failure(e)}; of another model?)") from None
     return Checkpoint(latest, "pretraining_run", config, google_variables(model),
                       run_vocab(path))
 

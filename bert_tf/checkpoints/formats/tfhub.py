@@ -20,6 +20,7 @@ import re
 
 import numpy as np
 
+from bert_tf.checkpoints.bundle import check_bundle, read_failure
 from bert_tf.checkpoints.formats.core import (
     VOCAB_NAME, Checkpoint, CheckpointFormat, logger, merge_heads, register_format,
     split_model)
@@ -200,12 +201,14 @@ def read_tfhub_saved_model(path, bert_config_file=None):
     if tfhub_dir(path) is None:
         raise FileNotFoundError(f"{path}: no TF Hub BERT SavedModel (expected saved_model.pb "
                                 f"and variables/ of an encoder)")
+    variables = os.path.join(path, "variables", "variables")
+    check_bundle(variables, "SavedModel variables", name=path)
     try:
-        reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
+        reader = tf.train.load_checkpoint(variables)
         names = _variable_names(path, reader)
     except (tf.errors.OpError, IndexError, ValueError) as e:
-        raise ValueError(f"{path}: unreadable SavedModel variables ({e.__class__.__name__}; "
-                         f"a truncated or damaged variables/ folder?)") from None
+        raise ValueError(f"{path}: unreadable SavedModel variables ({read_failure(e)}; "
+                         f"a damaged variables/ folder?)") from None
     tensors, ignored, do_lower_case = {}, [], None
     if os.path.isfile(os.path.join(path, OUR_CONFIG)):
         config, tensors = _read_ours(path, reader)
@@ -217,8 +220,8 @@ def read_tfhub_saved_model(path, bert_config_file=None):
             value = reader.get_tensor(key)
         except (tf.errors.OpError, IndexError) as e:
             raise ValueError(f"{path}: unreadable SavedModel variables, {name} "
-                             f"({e.__class__.__name__}; a truncated or damaged "
-                             f"variables.data file?)") from None
+                             f"({read_failure(e)}; a damaged variables.data "
+                             f"file?)") from None
         if google is None:
             if key.startswith("do_lower_case/"):
                 do_lower_case = bool(value)
