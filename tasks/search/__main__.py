@@ -2,9 +2,9 @@
 Every setting of a grid (default: the learning rate among 5e-5, 4e-5, 3e-5 and 2e-5, with
 the families' batches of 32 and 3 epochs) is trained --restarts times (seeds SEED,
 SEED+1, ...: another data order and initialisation of the new layers; the encoder always
-starts from --init_checkpoint), each trial an ordinary run of the family's command; the
-setting with the best mean dev score is chosen, and only its restarts are then scored on
---test_file.
+starts from the family's init_checkpoint), each trial an ordinary run of the family's
+command; the setting with the best mean dev score is chosen, and only its restarts are
+then scored on --test_file.
 
     python -m tasks.search --task=ner --output_dir=runs/ner_search \\
         --grid='learning_rate=5e-5,4e-5,3e-5,2e-5' --restarts=5 --test_file=eng.testb \\
@@ -38,7 +38,7 @@ HELP = {
              f"and 3 epochs are the flags' defaults) or 'appendix' "
              f"({plans.GRIDS['appendix']})"),
     "restarts": ("trials of each setting, with seeds SEED, SEED+1, ... (the family's "
-                 "--seed, default 12345): the data order and the new layers' "
+                 "seed flag, default 12345): the data order and the new layers' "
                  "initialisation change, the encoder's starting weights do not"),
     "metric": ("the dev score to choose by, an eval_results.txt name (default: the "
                "family's main score: classification its GLUE metric or accuracy, "
@@ -51,6 +51,15 @@ HELP = {
 }
 
 
+EPILOG = ("The family's own flags follow `--` (python -m tasks.<family> --help) and go to "
+          "every trial; the search sets each command's output folder and its do_train, "
+          "do_eval and do_predict switches itself. Each trial is an ordinary run folder "
+          "(OUTPUT_DIR/runs/trial_N); a search stopped (SIGTERM, kill -9) continues where "
+          "it was when run again, and one asked to run another grid, other flags or on "
+          "changed data in the same folder is refused. Several processes or machines: "
+          "tasks/README.md, Choosing settings.")
+
+
 class FamilyParser(ArgumentParser):
     """A family's flags, parsed by the search: a bad one is the search's one-line error."""
 
@@ -60,7 +69,10 @@ class FamilyParser(ArgumentParser):
 
 
 def parser():
-    p = ArgumentParser(prog="python -m tasks.search", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="python -m tasks.search", usage=(
+        "python -m tasks.search --task=FAMILY --output_dir=DIR [--grid=NAME=V1,V2,...] "
+        "[--restarts=N] [--metric=NAME] [--test_file=PATH] [--export_dir=DIR] -- "
+        "FAMILY_FLAGS"), description=__doc__.split("\n\n")[0], epilog=EPILOG)
     p.add_argument("--task", required=True, choices=tuple(REGISTRY), help=HELP["task"])
     p.add_argument("--output_dir", required=True, help=HELP["output_dir"])
     p.add_argument("--grid", action="append", default=None, help=HELP["grid"])

@@ -238,6 +238,7 @@ def check_inputs(saved, output_dir):
             {checkpoint["path"]: dict(checkpoint, flag="--init_checkpoint")},
             {checkpoint["path"]: dict(now, flag="--init_checkpoint")})
     if changed:
-        raise ValueError(f"{changed.replace('since it was saved', 'since the search in ' + output_dir + ' started')}: its trials would mix "
-                         f"two data sets or checkpoints; put it back as it was, or choose "
-                         f"another --output_dir")
+        changed = changed.replace("since it was saved", f"since the search in {output_dir} "
+                                                        f"started")
+        raise ValueError(f"{changed}: its trials would mix two data sets or checkpoints; "
+                         f"put it back as it was, or choose another --output_dir")

@@ -244,7 +244,8 @@ def copy_run(run_dir, target):
 def score_test(plan, output_dir, trial_ids, progress=None):
     """{trial id: test scores} of the chosen setting's trials: each run copied into
     OUTPUT_DIR/test/trial_N/ and scored there by the family's command on --test_file
-    (`plan.test_argv`); a copy already scored is read back. Keys: `test_` + the score's
+    (`plan.test_argv`; its output in test/trial_N.log); a copy already scored is read
+    back. Keys: `test_` + the score's
     name without its `eval_` prefix."""
     scores = {}
     for trial_id, (setting, restart) in trial_ids.items():
@@ -254,8 +255,7 @@ def score_test(plan, output_dir, trial_ids, progress=None):
             copy_run(trial_run_dir(output_dir, trial_id), target)
             argv = [sys.executable, "-m", plan.command,
                     *plan.test_argv(setting, restart, target)]
-            launch(argv, os.path.join(output_dir, TUNER_DIR, f"trial_{trial_id}",
-                                      "test_output.log"), target,
+            launch(argv, target + ".log", target,
                    f"scoring trial {trial_id} on --test_file")
             if progress is not None:
                 progress.set_postfix_str(f"trial {trial_id} scored on the test set")
