@@ -145,7 +145,7 @@ def hf_search(sets, minilm, restarts, work):
 
     args = TrainingArguments(
         output_dir=os.path.join(work, "hf"), per_device_train_batch_size=BATCH,
-        per_device_eval_batch_size=BATCH, num_train_epochs=EPOCHS, warmup_ratio=0.1,
+        per_device_eval_batch_size=BATCH, num_train_epochs=EPOCHS, warmup_steps=0.1,
         weight_decay=0.01, eval_strategy="no", save_strategy="no", report_to=[],
         logging_strategy="no", disable_tqdm=True, use_cpu=True, seed=SEED)
     trainer = Trainer(
