@@ -322,6 +322,15 @@ def test_another_grid_or_changed_data_is_refused(search, data, capsys):
                  "put it back as it was, or choose another --output_dir"], out)
     finally:
         train.write_text(text)
+    config = data / "ckpt" / "bert_config.json"
+    text = config.read_text()
+    try:
+        config.write_text(text + " ")
+        refused(main, search_argv(data, out), capsys,
+                [f"--init_checkpoint {data / 'ckpt'} has changed since the search in {out} "
+                 f"started"], out)
+    finally:
+        config.write_text(text)
 
 
 @pytest.mark.slow
