@@ -356,3 +356,28 @@ def test_bad_searches_are_refused_before_anything_is_written(data, capsys):
                 *family_flags(data), *extra]
         refused(main, argv, capsys, [expect], out)
     assert not os.path.exists(out)
+
+
+def test_every_family_names_its_dev_score_and_dev_file():
+    """Task.main_metric (what the search chooses by, an eval_results.txt name) and
+    Task.dev_file_flag (where the test file goes after the choice), per family."""
+    from tasks.families import REGISTRY, family_class
+    expected = {
+        ("classification", "custom", False): ("eval_accuracy", "dev_file"),
+        ("classification", "custom", True): ("eval_pearson", "dev_file"),
+        ("classification", "mrpc", False): ("eval_f1", None),
+        ("classification", "cola", False): ("eval_mcc", None),
+        ("classification", "stsb", False): ("eval_pearson", None),
+        ("classification", "mnli", False): ("eval_matched_accuracy", None),
+        ("ner", None, False): ("eval_f1", "eval_file"),
+        ("squad", None, False): ("f1", "predict_file"),
+        ("swag", None, False): ("eval_accuracy", "dev_file"),
+        ("multilabel", None, False): ("eval_micro_f1", "dev_file"),
+    }
+    assert {name for name, _, _ in expected} == set(REGISTRY)
+    for (name, task_name, regression), (metric, flag) in expected.items():
+        task_class = family_class(name)
+        extra = {"task_name": task_name, "regression": regression} if task_name else {}
+        config = task_class.config_class(output_dir="run", **extra)
+        assert task_class().main_metric(config) == (metric, "max"), (name, task_name)
+        assert task_class().dev_file_flag(config) == flag, (name, task_name)
