@@ -44,6 +44,7 @@ LEARNING_RATES = ("5e-5", "4e-5", "3e-5", "2e-5")
 DEFAULT_LR = "5e-5"
 SEED = 12345
 MAX_SEQ_LENGTH, BATCH, EPOCHS = 64, 32, 3
+NAME = "Fine-tuning protocol: grid and restarts"
 
 
 def minilm_dir():
@@ -219,6 +220,9 @@ def main():
                      f"{100 * s['dev']['min']:.1f}-{100 * s['dev']['max']:.1f}"]
                     for s in report["settings"]]
         hf_text = "HF's search was not run (--skip_hf)."
+        body = section(args, sets, table, settings, below_dev, default_dev, below_test,
+                       default_test, "HF's search had not finished when this was written.")
+        write_section(NAME, body)           # written again when HF's search is done
         if not args.skip_hf:
             trials, (lr, seed), hf_seconds = hf_search(sets, minilm, args.restarts, work)
             best = next(t for t in trials if t[0] == lr and t[1] == seed)
@@ -233,7 +237,17 @@ def main():
                        "the seeds): " + "; ".join(
                            f"lr {lr_:g}: {pm([t[2] for t in ts])} / {pm([t[3] for t in ts])}"
                            for lr_, ts in sorted(by_lr.items(), reverse=True)) + ".")
-        body = (
+        body = section(args, sets, table, settings, below_dev, default_dev, below_test,
+                       default_test, hf_text)
+        write_section(NAME, body)
+        print(body)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def section(args, sets, table, settings, below_dev, default_dev, below_test, default_test,
+            hf_text):
+    return (
             f"{machine()}\n\n    {command_line()}\n\n"
             f"Standard-library docstring first sentences labelled by package "
             f"({', '.join(PACKAGES)}): {len(sets['train'])} training, {len(sets['dev'])} "
@@ -243,16 +257,14 @@ def main():
             f"{SEED + args.restarts - 1}); accuracy (%), mean ± std over restarts. "
             f"A single run at the default setting scored below the chosen setting's mean "
             f"in {below_dev} of {len(default_dev)} restarts on dev and {below_test} of "
-            f"{len(default_test)} on test.\n\n"
+            f"{len(default_test)} on test. Load average (1 min) when written: "
+            f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores: a shared machine, so "
+            f"wall times are long and compare only within this table.\n\n"
             + markdown_table(["protocol", "setting", "dev accuracy", "test accuracy",
                               "wall time"], table)
             + "\n\nThe search's settings (dev accuracy over restarts):\n\n"
             + markdown_table(["setting", "dev mean ± std", "min-max"], settings)
             + f"\n\n{hf_text}\n")
-        write_section("Fine-tuning protocol: grid and restarts", body)
-        print(body)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
