@@ -167,7 +167,7 @@ def _summary(result, output_dir):
             f"{dev['mean']:.4f} ± {dev['std']:.4f} over {dev['n']} restarts")
     if chosen.get("test"):
         test = chosen["test"]
-        line += f", test {result['test_metric']} {test['mean']:.4f} ± {test['std']:.4f}"
+        line += f", {result['test_metric']} {test['mean']:.4f} ± {test['std']:.4f}"
     print(line, flush=True)
     print(f"best restart: {chosen['run_dir']} (python -m export.saved_model --task "
           f"{result['family']} --checkpoint_dir {chosen['run_dir']} --output_dir "
