@@ -64,9 +64,11 @@ def _search(plan, output_dir, inputs, checkpoint, saved, export_dir, worker):
         write_json(os.path.join(output_dir, plans.STATE),
                    plans.record(plan, inputs, plans.checkpoint_fingerprint(checkpoint)))
     tuner = _Tuner(plan, output_dir)
-    done = len(trials_module.completed_trials(tuner))
-    tests = plan.restarts if plan.test_file else 0
-    print(f"search: {len(plan.settings)} settings x {plan.restarts} restarts = "
+    # A worker's oracle is the chief's, reached by gRPC: it hands out trials, no state.
+    done = 0 if worker else len(trials_module.completed_trials(tuner))
+    tests = plan.restarts if plan.test_file and not worker else 0
+    print(f"search{' worker ' + os.environ['KERASTUNER_TUNER_ID'] if worker else ''}: "
+          f"{len(plan.settings)} settings x {plan.restarts} restarts = "
           f"{plan.num_trials} trials ({done} complete), chosen on dev {plan.metric} "
           f"({plan.direction})" + (f", then {tests} scored on {plan.test_file}"
                                    if tests else ", no --test_file"), flush=True)

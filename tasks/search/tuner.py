@@ -98,13 +98,15 @@ class SearchTuner(keras_tuner.engine.base_tuner.BaseTuner):
                 f"scores: {', '.join(sorted(results))}")
         write_json(os.path.join(trial_dir, "command.json"),
                    dict(record, seconds=round(time.time() - start, 1)))
+        self.last_score = results[self.plan.metric]
         return {k: v for k, v in results.items() if isinstance(v, float)}
 
     def on_trial_end(self, trial):
         super().on_trial_end(trial)
         if self.progress is not None and trial.status == COMPLETED:
             setting, restart = trial_setting(self.plan, trial.hyperparameters.values)
-            score = trial.metrics.get_last_value(self.plan.metric)
+            # (A worker's trial does not hold its metrics: the chief's oracle does.)
+            score = getattr(self, "last_score", float("nan"))
             self.progress.set_postfix_str(f"trial {trial.trial_id} ({_label(setting)}, "
                                           f"restart {restart}): {self.plan.metric}={score:.4f}")
             self.progress.update(1)
