@@ -87,6 +87,7 @@ def _search(plan, output_dir, inputs, checkpoint, saved, export_dir, worker):
     if len(trials) != plan.num_trials:
         raise TrialFailed(f"{output_dir}: {len(trials)} of {plan.num_trials} trials are "
                           f"complete after the search; run the same command again")
+    progress.n = max(progress.n, len(trials))    # a chief's trials ran on its workers
     runs = {tid: trials_module.trial_run_dir(output_dir, tid) for tid in trials}
     dev = {tid: read_results(os.path.join(runs[tid], "eval_results.txt")) for tid in trials}
     seconds = {tid: _seconds(output_dir, tid) for tid in trials}
