@@ -257,7 +257,11 @@ def section(args, sets, table, settings, below_dev, default_dev, below_test, def
             f"{SEED + args.restarts - 1}); accuracy (%), mean ± std over restarts. "
             f"A single run at the default setting scored below the chosen setting's mean "
             f"in {below_dev} of {len(default_dev)} restarts on dev and {below_test} of "
-            f"{len(default_test)} on test. Load average (1 min) when written: "
+            f"{len(default_test)} on test."
+            + (" The search chose the default learning rate itself here, so the single runs "
+               "are the chosen setting's restarts: one run's score is one draw from that "
+               "spread." if table[0][1] == table[1][1] else "")
+            + f" Load average (1 min) when written: "
             f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores: a shared machine, so "
             f"wall times are long and compare only within this table.\n\n"
             + markdown_table(["protocol", "setting", "dev accuracy", "test accuracy",
