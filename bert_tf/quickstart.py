@@ -24,7 +24,7 @@ import os
 import time
 
 from bert_tf.base.cli import ArgumentParser, DTYPES, check_seq_length, run_main
-from bert_tf.base.files import atomic_write, file_sha256, read_text, write_json
+from bert_tf.base.files import atomic_write, file_sha256, read_results, read_text, write_json
 from bert_tf.base.input_names import PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
 
 SENTENCES = (
@@ -313,7 +313,7 @@ def evaluate_stage(args, pretraining_flags):
     run_pretraining.main(pretraining_flags + [
         f"--input_file={_path(args, 'heldout.tfrecord')}", "--do_eval",
         "--eval_batch_size=64", "--max_eval_steps=0"])
-    metrics = _read_eval(os.path.join(_path(args, "model"), "eval_results.txt"))
+    metrics = read_results(os.path.join(_path(args, "model"), "eval_results.txt"))
     top, baseline = unigram_baseline(_path(args, "train.tfrecord"),
                                      _path(args, "heldout.tfrecord"),
                                      args.max_seq_length, args.max_predictions_per_seq)
@@ -354,11 +354,6 @@ def summarize(args, metrics, baseline_token, baseline, started):
 def _count_lines(path):
     with open(path, encoding="utf-8") as f:
         return sum(1 for _ in f)
-
-
-def _read_eval(path):
-    with open(path) as f:
-        return {k: float(v) for k, v in (line.strip().split(" = ") for line in f)}
 
 
 def main(argv=None):

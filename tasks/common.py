@@ -101,10 +101,15 @@ def run(task, config_class, args):
 
     def run_task(a):
         return driver.run(task, config_class.from_args(a))
-    # Every task's numeric flags (a task's own ones are skipped by the tasks without them).
     # Interrupted: SIGTERM or SIGINT stopped training after saving (tasks/resume.py).
-    return run_main(run_task, args, errors=(Interrupted,), positive=(
-        "max_seq_length", "train_batch_size", "eval_batch_size", "predict_batch_size",
-        "learning_rate", "num_train_epochs", "save_checkpoints_steps", "doc_stride",
-        "max_query_length", "n_best_size", "max_answer_length", "feature_lstm_units"),
-        non_negative=("weight_decay", "cpu_devices", "max_windows"), fractions=("warmup_proportion",))
+    return run_main(run_task, args, errors=(Interrupted,), **FLAG_RANGES)
+
+
+# Every task's numeric flags and their ranges (bert_tf/base/cli.py's check_flags; a task's
+# own ones are skipped by the tasks without them).
+FLAG_RANGES = dict(positive=(
+    "max_seq_length", "train_batch_size", "eval_batch_size", "predict_batch_size",
+    "learning_rate", "num_train_epochs", "save_checkpoints_steps", "doc_stride",
+    "max_query_length", "n_best_size", "max_answer_length", "feature_lstm_units"),
+    non_negative=("weight_decay", "cpu_devices", "max_windows"),
+    fractions=("warmup_proportion",))

@@ -97,7 +97,8 @@ def run(task, config):
         # A resumable state of other settings is refused before save_task_files below
         # rewrites TASK_config.json: the refused command leaves the folder as it was
         # (else the old weights would be exported under the new labels).
-        from tasks.resume import check_resume_state, data_fingerprints, resume_settings
+        from bert_tf.base.files import data_fingerprints
+        from tasks.resume import check_resume_state, resume_settings
         data = data_fingerprints(task.training_files(config) +
                                  [("--vocab_file", config.vocab_file)])
         resuming, _ = check_resume_state(config.output_dir, resume_settings(
@@ -312,7 +313,7 @@ def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max
     SIGINT saves it after the current step and raises bert_tf/base/training_plumbing.py's
     Interrupted (one line, exit 1). A run that finds that state continues from its step,
     bit for bit as if never stopped.
-    `data`: what the run learns from, by content (tasks/resume.py's data_fingerprints),
+    `data`: what the run learns from, by content (bert_tf/base/files.py's data_fingerprints),
     kept in the state: a resume on other data is refused. `resolved`: the run's settings
     (TASK_config.json's dict), which the state compares as they resolved
     (tasks/resume.py's resume_settings).

@@ -19,7 +19,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.base.files import system_error, write_json
+from bert_tf.base.files import changed_data, system_error, write_json
 from bert_tf.base.training_plumbing import Interrupted, is_chief
 from bert_tf.checkpoints.bundle import bundle_damage, read_failure, restore_or_refuse
 
@@ -50,28 +50,6 @@ def resume_settings(config, steps_per_epoch, epochs, data=None, resolved=None):
     values.update({k: v for k, v in (resolved or {}).items() if k in values})
     values.update(steps_per_epoch=steps_per_epoch, epochs=epochs, data=data or {})
     return json.loads(json.dumps(values, default=str))
-
-
-def data_fingerprints(files):
-    """{real path: {"flag", "bytes", "sha256"}} of the local files and folders `files`
-    ((flag, path) pairs: a task's training_files and the vocabulary) name."""
-    from bert_tf.base.checks import real_path
-    from bert_tf.base.files import fingerprint
-    return {real_path(path): dict(flag=flag, **fingerprint(path)) for flag, path in files
-            if path and "://" not in path and os.path.exists(path)}
-
-
-def _changed_data(theirs, ours):
-    """The first file recorded in both `theirs` and `ours` (data_fingerprints) whose
-    content differs, as a phrase, or None. A file only one side reads (a --do_eval added
-    on resuming) is no change."""
-    for path in sorted(set(theirs) & set(ours)):
-        a, b = theirs[path], ours[path]
-        if (a.get("bytes"), a.get("sha256")) != (b.get("bytes"), b.get("sha256")):
-            return (f"{b.get('flag')} {path} has changed since it was saved ({a.get('bytes'):,} "
-                    f"bytes, sha256 {str(a.get('sha256'))[:12]} there; {b.get('bytes'):,} "
-                    f"bytes, {str(b.get('sha256'))[:12]} now)")
-    return None
 
 
 def remove_resume_state(output_dir):
@@ -121,7 +99,7 @@ def check_resume_state(output_dir, settings):
                              f"over") from None
     theirs = state.get("settings", {})
     # "data" of a state saved before fingerprints were kept: not known, not compared.
-    changed = _changed_data(theirs.get("data") or {}, settings.get("data") or {})
+    changed = changed_data(theirs.get("data") or {}, settings.get("data") or {})
     if changed:
         raise ValueError(f"{path} is the resumable state of a run on other data: {changed}; "
                          f"resuming would train on a mixture: put the file back as it was, "

@@ -33,10 +33,13 @@ class Task:
     directory's name, what TASK_config.json keeps, how the model is rebuilt),
     `serving_module` (an export.serving.ServingModule class, built from a run by its
     `from_run`), `export_name` (export.saved_model's --task, its tasks/families
-    registry name) and, where the model class is another family's too, `run_name` (the
-    run directory's stem; TASK_config.json then records the model class by name)."""
+    registry name), `config_class` (its settings: a driver.FineTuneConfig subclass, which
+    its command fills from flags) and, where the model class is another family's too,
+    `run_name` (the run directory's stem; TASK_config.json then records the model class
+    by name)."""
 
     model_class = None
+    config_class = None        # its settings' dataclass; None: driver.FineTuneConfig
     serving_module = None
     export_name = None
     run_name = None            # TASK_config.json's stem; None: the model class's TASK
@@ -140,6 +143,19 @@ class Task:
     def monitor(self, settings):
         """(validation metric, "min" or "max") that picks best.weights.h5."""
         return "loss", "min"
+
+    def main_metric(self, config):
+        """(the eval_results.txt key of the family's dev score, "max" or "min"): the score
+        its papers report, and the one `python -m tasks.search` chooses a setting by
+        (its --metric changes it). None: the family names none."""
+        return None
+
+    def dev_file_flag(self, config):
+        """The flag (no dashes) naming the file a --do_eval run scores, its dev set:
+        `python -m tasks.search` scores its --test_file under this flag, after the
+        choice, in a copy of a chosen run. None: the config reads its dev set elsewhere
+        (a data folder), so no other file can be scored in its place."""
+        return None
 
     def evaluate(self, model, data, config, settings):
         """Scores `data` (read_eval's) -> {name: value}; may write prediction files."""

@@ -78,7 +78,7 @@ def minilm_dir():
 # The files that take longest (CPU seconds of a full run on the 2-core CI machine), first:
 # pytest.ini hands whole files to the two workers in collection order, so starting with
 # the long ones keeps a long file from starting last while the other worker sits idle.
-LONGEST_FIRST = ("test_export_tasks.py", "test_pretraining.py", "test_glue.py", "test_ner.py",
+LONGEST_FIRST = ("test_export_tasks.py", "test_search.py", "test_pretraining.py", "test_glue.py", "test_ner.py",
                  "test_multilabel.py", "test_finetune_resume.py", "test_squad.py", "test_backends.py", "test_api.py",
                  "test_export.py", "test_ner_features.py", "test_swag.py",
                  "test_serving_limits.py", "test_fuzz.py", "test_driver.py",

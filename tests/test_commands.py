@@ -74,6 +74,8 @@ FLAGS = {
         null_score_diff_threshold num_train_epochs output_dir predict_batch_size
         predict_file save_checkpoints_steps seed strategy tpu train_batch_size train_file
         version_2_with_negative vocab_file warmup_proportion weight_decay""",
+    "tasks.search.__main__": """
+        export_dir grid metric output_dir restarts task test_file""",
     "tasks.swag": """
         bad_rows bert_config_file cpu_devices data_dir dev_file do_eval do_lower_case
         do_predict do_train eval_batch_size init_checkpoint jit_compile learning_rate

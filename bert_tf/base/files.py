@@ -209,6 +209,28 @@ def fingerprint(path, sample=None):
     return {"bytes": size, "sha256": digest.hexdigest()}
 
 
+
+def data_fingerprints(files):
+    """{real path: {"flag", "bytes", "sha256"}} of the local files and folders `files`
+    ((flag, path) pairs: a run's training files and vocabulary, a search's inputs) name;
+    paths that do not exist and URLs are left out."""
+    from bert_tf.base.checks import real_path
+    return {real_path(path): dict(flag=flag, **fingerprint(path)) for flag, path in files
+            if path and "://" not in path and os.path.exists(path)}
+
+
+def changed_data(theirs, ours):
+    """The first file recorded in both `theirs` and `ours` (data_fingerprints) whose
+    content differs, as a phrase, or None. A file only one side reads (a --do_eval added
+    on resuming) is no change."""
+    for path in sorted(set(theirs) & set(ours)):
+        a, b = theirs[path], ours[path]
+        if (a.get("bytes"), a.get("sha256")) != (b.get("bytes"), b.get("sha256")):
+            return (f"{b.get('flag')} {path} has changed since it was saved ({a.get('bytes'):,} "
+                    f"bytes, sha256 {str(a.get('sha256'))[:12]} there; {b.get('bytes'):,} "
+                    f"bytes, {str(b.get('sha256'))[:12]} now)")
+    return None
+
 def write_json(path, value, indent=2, sort_keys=True, ensure_ascii=False):
     """`value` as JSON (json.dump's options) and a final newline, atomically."""
     with atomic_write(path) as f:
@@ -221,6 +243,20 @@ def write_results(path, metrics):
     with atomic_write(path) as f:
         for key in sorted(metrics):
             f.write(f"{key} = {metrics[key]}\n")
+
+
+def read_results(path):
+    """An eval_results.txt (write_results) -> {key: value}, numbers as floats."""
+    results = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            key, sep, value = line.rstrip("\n").partition(" = ")
+            if sep:
+                try:
+                    results[key] = float(value)
+                except ValueError:
+                    results[key] = value
+    return results
 
 
 # ------------------------------------------------------------------------- reading text

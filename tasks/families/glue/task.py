@@ -94,6 +94,12 @@ def monitored_metric(task_name, regression, num_classes):
     return "accuracy" if name == "f1" and num_classes != 2 else name
 
 
+def eval_prefix(split):
+    """The eval_results.txt prefix of a dev split's scores: eval (dev), eval_matched
+    (MNLI's dev_matched), ..."""
+    return "eval" if split == "dev" else "eval_" + split.replace("dev_", "")
+
+
 def compile_classifier(model, optimizer, num_classes, monitor, jit_compile=False):
     """Cross-entropy (MSE when num_classes == 1) plus the monitored metric, weighted (so
     padded evaluation examples count for nothing)."""
@@ -209,6 +215,7 @@ class ClassificationTask(Task):
 
     export_name = "classification"           # python -m export.saved_model --task classification
     model_class = BertClassifier
+    config_class = ClassificationConfig
     serving_module = ClassifierModule
 
     def check(self, config):
@@ -365,6 +372,18 @@ class ClassificationTask(Task):
         return monitored_metric(settings["task_name"], settings["regression"],
                                 settings["num_classes"]), "max"
 
+    def main_metric(self, config):
+        # The metric that picks best.weights.h5, on the first dev split (MNLI: matched).
+        glue = GLUE_TASKS.get(config.task_name)
+        regression = glue.regression if glue else config.regression
+        split = glue.dev_splits[0] if glue else "dev"
+        name = monitored_metric(config.task_name, regression,
+                                len(glue.labels or ()) if glue else 0)
+        return f"{eval_prefix(split)}_{name}", "max"
+
+    def dev_file_flag(self, config):
+        return "dev_file" if config.task_name == "custom" else None
+
     def compile(self, model, optimizer, config, jit_compile):
         compile_classifier(model, optimizer, model.num_classes,
                            monitored_metric(config.task_name, self.regression,
@@ -388,7 +407,7 @@ class ClassificationTask(Task):
             values = score_predictions(config.task_name, postprocess(outputs, self.labels),
                                        encode_labels(examples, self.labels),
                                        settings["num_classes"])
-            prefix = "eval" if split == "dev" else "eval_" + split.replace("dev_", "")
+            prefix = eval_prefix(split)
             results.update({f"{prefix}_{k}": v for k, v in values.items()})
             results[f"{prefix}_num_examples"] = len(examples)
         return results

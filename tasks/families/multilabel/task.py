@@ -49,6 +49,7 @@ class MultiLabelTask(Task):
     export_name = "multilabel"        # python -m export.saved_model --task multilabel
     run_name = "multilabel"           # multilabel_config.json
     model_class = BertClassifier
+    config_class = MultiLabelConfig
     serving_module = MultiLabelModule
 
     def check(self, config):
@@ -123,6 +124,12 @@ class MultiLabelTask(Task):
     def build_model(self, encoder, config, settings, train=None):
         return BertClassifier.from_settings(encoder,
                                             text_inputs.config_settings(config, settings))
+
+    def main_metric(self, config):
+        return "eval_micro_f1", "max"    # at the thresholds tuned on dev
+
+    def dev_file_flag(self, config):
+        return "dev_file"
 
     def written_files(self, config):
         return ("test_results.jsonl",)

@@ -317,6 +317,7 @@ class NerTask(Task):
 
     export_name = "ner"           # python -m export.saved_model --task ner
     model_class = BertTokenClassifier
+    config_class = NerConfig
     serving_module = NerModule
     result_format = ".2f"
 
@@ -419,6 +420,12 @@ class NerTask(Task):
 
     def compile(self, model, optimizer, config, jit_compile):
         compile_ner_model(model, optimizer)
+
+    def main_metric(self, config):
+        return "eval_f1", "max"          # entity F1 (conlleval), as the paper reports
+
+    def dev_file_flag(self, config):
+        return "eval_file"
 
     def input_files(self, config):
         return super().input_files(config) + self._extracted_files(config)

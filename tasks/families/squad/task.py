@@ -159,6 +159,7 @@ class SquadTask(Task):
 
     export_name = "squad"           # python -m export.saved_model --task squad
     model_class = BertSpanLabeler
+    config_class = SquadConfig
     serving_module = SquadModule
 
     def check(self, config):
@@ -225,6 +226,14 @@ class SquadTask(Task):
 
     def written_files(self, config):
         return ("predictions.json", "nbest_predictions.json", "null_odds.json")
+
+    def main_metric(self, config):
+        # The official F1 (v2.0: at --null_score_diff_threshold, the one a run predicts
+        # and exports with).
+        return "f1", "max"
+
+    def dev_file_flag(self, config):
+        return "predict_file"     # the file --do_eval scores
 
     def compile(self, model, optimizer, config, jit_compile):
         compile_squad_model(model, optimizer)

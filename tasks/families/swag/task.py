@@ -217,6 +217,7 @@ class SwagTask(Task):
 
     export_name = "swag"           # python -m export.saved_model --task swag
     model_class = BertMultipleChoice
+    config_class = SwagConfig
     serving_module = MultipleChoiceModule
 
     def _path(self, config, split):
@@ -264,6 +265,12 @@ class SwagTask(Task):
 
     def monitor(self, settings):
         return "accuracy", "max"
+
+    def main_metric(self, config):
+        return "eval_accuracy", "max"
+
+    def dev_file_flag(self, config):
+        return "dev_file"        # given, it replaces DATA_DIR/val.csv
 
     def dataset(self, examples, config, settings, training):
         return make_dataset(examples, self.preprocessor, driver.batch_size(config, training),
