@@ -1,10 +1,13 @@
 """Multi-label metrics (NumPy): per-label, micro and macro F1, the exact-match ratio
-(every label right), and the per-label thresholds chosen on a dev set.
+(every label right), the per-label thresholds chosen on a dev set and the check of
+thresholds read back from a run.
 
 Micro F1 pools every (example, label) decision; macro F1 is the mean of the labels' F1;
 a label with no positive and no predicted example has F1 1 (nothing to find, nothing
 wrongly found), scikit-learn's zero_division=1.0.
 """
+
+import numbers
 
 import numpy as np
 
@@ -38,19 +41,71 @@ def multilabel_metrics(gold, probabilities, thresholds, labels):
     return values
 
 
-def choose_thresholds(gold, probabilities):
-    """Per label, the THRESHOLD_GRID value with the best F1 on (gold, probabilities);
-    ties go to the value nearest 0.5, and a label without a positive keeps 0.5."""
+def _counts(gold, predicted):
+    """(tp, fp, fn) per label [K] of 0/1 arrays [N, K]."""
+    return ((gold & predicted).sum(0), (~gold & predicted).sum(0),
+            (gold & ~predicted).sum(0))
+
+
+def _micro(tp, fp, fn):
+    total = 2 * tp.sum() + fp.sum() + fn.sum()
+    return 2 * tp.sum() / total if total else 1.0
+
+
+def choose_thresholds(gold, probabilities, skip=()):
+    """Per label, a threshold from THRESHOLD_GRID chosen on (gold, probabilities), or 0.5.
+
+    A label's candidate is the grid value with its best F1 (ties: the value nearest 0.5).
+    It replaces 0.5 only where tuning beats 0.5 on this set: the label's F1 rises and so
+    does the micro F1 of all labels (the others at 0.5). A label's F1 alone would also
+    rise by predicting a rare label for every text (a threshold of 0.05 under a model
+    that learned nothing of it: every text gets it, and the micro F1 falls); then the
+    label keeps 0.5. A label without a positive, or one of `skip` (indexes: labels the
+    model learned nothing of, `below_prior`), keeps 0.5; so does every label when the
+    chosen set would score a lower micro F1 than 0.5 everywhere."""
     gold = np.asarray(gold, bool)
     probabilities = np.asarray(probabilities)
+    base = probabilities >= 0.5                                           # [N, K]
+    tp, fp, fn = _counts(gold, base)
+    base_micro = _micro(tp, fp, fn)
     chosen = []
     for k in range(gold.shape[1]):
-        if not gold[:, k].any():
+        if not gold[:, k].any() or k in skip:
             chosen.append(0.5)
             continue
         scores = [f1_scores(gold[:, k:k + 1], probabilities[:, k:k + 1] >= t)[1]
                   for t in THRESHOLD_GRID]
         best = max(scores)
         candidates = [t for t, s in zip(THRESHOLD_GRID, scores) if s == best]
-        chosen.append(float(min(candidates, key=lambda t: (abs(t - 0.5), t))))
+        t = float(min(candidates, key=lambda t: (abs(t - 0.5), t)))
+        tk, fk, nk = (c[0] for c in _counts(gold[:, k:k + 1], probabilities[:, k:k + 1] >= t))
+        at_half = f1_scores(gold[:, k:k + 1], base[:, k:k + 1])[1]
+        micro = _micro(tp.sum() - tp[k] + tk, fp.sum() - fp[k] + fk, fn.sum() - fn[k] + nk)
+        chosen.append(t if best > at_half and micro > base_micro else 0.5)
+    together = probabilities >= np.asarray(chosen)[None, :]
+    if _micro(*_counts(gold, together)) < base_micro:
+        return [0.5] * gold.shape[1]
     return chosen
+
+
+def below_prior(probabilities, priors):
+    """Indexes of the labels whose probability never rises above their prior (training
+    frequency) on any text of `probabilities` [N, K]: the model tells nothing of them
+    apart (it learned nothing of them, or nothing beyond their frequency)."""
+    probabilities = np.asarray(probabilities)
+    return [k for k, prior in enumerate(priors)
+            if not (probabilities[:, k] > prior).any()]
+
+
+def check_thresholds(thresholds, labels, where):
+    """ValueError naming `where` (a run's multilabel_config.json) and the label unless
+    `thresholds` holds one number in (0, 1) for each of `labels`."""
+    if isinstance(thresholds, (str, bytes, dict)) or not hasattr(thresholds, "__len__") \
+            or len(thresholds) != len(labels):
+        raise ValueError(f"{where}: thresholds: expected a list of {len(labels)} numbers "
+                         f"(one per label), got {thresholds!r}")
+    for name, t in zip(labels, thresholds):
+        if isinstance(t, bool) or not isinstance(t, numbers.Real) or \
+                not (0 < float(t) < 1):     # NaN fails the comparison too
+            raise ValueError(f"{where}: threshold of label {name!r} is {t!r}; expected a "
+                             f"number greater than 0 and less than 1")
