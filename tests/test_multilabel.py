@@ -300,10 +300,10 @@ def test_thresholds_keep_half_unless_tuning_beats_it():
     gold[:, 3] = rng.random(n) < 0.3       # learnt, but under-confident
     frequencies = np.array([0.7, 0.08, 0.05, 0.3])
     probabilities = np.tile(frequencies, (n, 1)) + rng.normal(0, 0.005, (n, 4))
-    probabilities[:, 3] = np.where(gold[:, 3], 0.4, 0.1) + rng.normal(0, 0.01, n)
+    probabilities[:, 3] = np.where(gold[:, 3], 0.45, 0.1) + rng.normal(0, 0.01, n)
     chosen = choose_thresholds(gold, probabilities)
     assert chosen[:3] == [0.5, 0.5, 0.5]
-    assert 0.1 < chosen[3] < 0.4
+    assert 0.1 < chosen[3] < 0.45
     at_half = multilabel_metrics(gold, probabilities, [0.5] * 4, list("abcd"))
     tuned = multilabel_metrics(gold, probabilities, chosen, list("abcd"))
     assert tuned["micro_f1"] > at_half["micro_f1"] and tuned["exact_match"] > 0
@@ -313,11 +313,13 @@ def test_thresholds_keep_half_unless_tuning_beats_it():
     assert grid_best[1] < 0.2
     worse = multilabel_metrics(gold, probabilities, grid_best, list("abcd"))
     assert worse["micro_f1"] < tuned["micro_f1"]
-    # Labels the model tells nothing apart (never above their frequency) are skipped.
+    # Labels the model tells nothing apart (on no text twice the odds of their
+    # frequency and of the median text) are named, and skipped by the tuning; a label
+    # answered at one level for every text, above its frequency, is one of them.
     from tasks.families.multilabel.metrics import below_prior
-    flat = np.tile(frequencies, (n, 1))
-    assert below_prior(flat, frequencies) == [0, 1, 2, 3]
-    assert below_prior(probabilities, frequencies + [0, 0, 0, 0.5]) == [3]
+    assert below_prior(probabilities, frequencies) == [0, 1, 2]
+    assert below_prior(np.tile([0.3, 0.3, 0.3, 0.3], (n, 1)), frequencies) == [0, 1, 2, 3]
+    assert below_prior(probabilities, [0.7, 0.08, 0.05, 0.45]) == [0, 1, 2, 3]
     assert choose_thresholds(gold, probabilities, skip=[3]) == [0.5] * 4
 
 
@@ -338,8 +340,9 @@ def test_evaluation_names_the_labels_that_never_rise_above_their_prior(tmp_path,
     results = task.evaluate(None, dev, config, settings)
     captured = capsys.readouterr()
     assert captured.err.strip() == (
-        "note: 1 of 3 labels never rise above their training frequency on dev.jsonl (the "
-        "model learned nothing of them; they keep the threshold 0.5): mail")
+        "note: 1 of 3 labels never rise above their training frequency on dev.jsonl (no "
+        "text reaches twice its odds: the model learned nothing of them; they keep the "
+        "threshold 0.5): mail")
     # "os" at 0.5 also takes row 0 (0.6); tuned to (0.6, 0.7] it finds row 1 alone.
     assert "thresholds: 1 of 3 labels tuned on dev.jsonl" in captured.out
     saved = json.loads((tmp_path / "multilabel_config.json").read_text())
@@ -536,3 +539,22 @@ def test_flag_refusals_come_before_tensorflow_loads(tmp_path):
         assert done.stdout.split() == ["1", "False", "False"], (extra, done.stderr)
         assert done.stderr.startswith("error: ") and len(done.stderr.splitlines()) == 1
     assert sorted(os.listdir(tmp_path)) == ["labels.txt"]
+
+
+def test_a_test_file_with_unknown_labels_is_refused_before_training(tmp_path, minilm_dir,
+                                                                    capsys):
+    """A --test_file with the label column is scored, so its labels must be the run's: a
+    label the training data never had is refused before anything is trained or
+    written."""
+    from tasks.families.multilabel.__main__ import main
+    from tests.testing import refused
+    train = write(tmp_path / "train.jsonl", '{"text": "a", "labels": ["json"]}\n'
+                                            '{"text": "b", "labels": ["io"]}\n')
+    test = write(tmp_path / "test.jsonl", '{"text": "c", "labels": ["io"]}\n'
+                                          '{"text": "d", "labels": ["yaml"]}\n')
+    refused(main, tiny_init(str(tmp_path), minilm_dir) + [
+        "--train_file", train, "--test_file", test, "--output_dir", str(tmp_path / "run"),
+        "--do_train", "--do_predict"], capsys,
+        [f"error: {test}:2: label 'yaml' is not one of the 2 labels (io, json)"],
+        str(tmp_path))
+    assert not (tmp_path / "run").exists()

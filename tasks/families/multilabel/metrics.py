@@ -88,13 +88,23 @@ def choose_thresholds(gold, probabilities, skip=()):
     return chosen
 
 
+# How far above its level a label must rise on some text to count as told apart: its
+# odds twice those of its training frequency and of the median text (log-odds + log 2).
+RISE = float(np.log(2.0))
+
+
 def below_prior(probabilities, priors):
-    """Indexes of the labels whose probability never rises above their prior (training
-    frequency) on any text of `probabilities` [N, K]: the model tells nothing of them
-    apart (it learned nothing of them, or nothing beyond their frequency)."""
-    probabilities = np.asarray(probabilities)
-    return [k for k, prior in enumerate(priors)
-            if not (probabilities[:, k] > prior).any()]
+    """Indexes of the labels the model tells nothing apart on `probabilities` [N, K]: on
+    no text do a label's odds reach twice those of its prior (training frequency) and
+    of the median text. A model that learned nothing of a label answers about its
+    frequency on every text, a little above or below it (or one level for every text,
+    a head still on its way there from 0); a label it learned rises far above that on
+    the texts that have it."""
+    p = np.clip(np.asarray(probabilities, np.float64), 1e-7, 1 - 1e-7)
+    q = np.clip(np.asarray(priors, np.float64), 1e-7, 1 - 1e-7)
+    logits, prior = np.log(p / (1 - p)), np.log(q / (1 - q))
+    level = np.maximum(prior, np.median(logits, axis=0))                   # [K]
+    return [int(k) for k in np.flatnonzero(logits.max(axis=0) - level < RISE)]
 
 
 def check_thresholds(thresholds, labels, where):

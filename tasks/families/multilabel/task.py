@@ -7,12 +7,13 @@ multilabel_config.json (export and later --do_predict runs use them), metrics
 and MultiLabelModule for export. The config and the checks of its flags are config.py's.
 
 Why the prior bias: a dense head starts at bias 0, every label at probability 0.5, and
-binary cross-entropy over many rare labels then first pulls every logit down together;
-on a real set (2,000 short texts, 30 labels, 3.4 labels a text, MiniLM, length 64,
-batch 32, lr 2e-4, 3 epochs) the model never left that answer (micro F1 26.9, what
-answering each label's frequency scores) at any learning rate tried, and HF's head
-did the same. Started at each label's log-odds, the same run learnt (52.3).
-docs/benchmarks.md ("Multi-label: the output bias's start") measures it over seeds.
+binary cross-entropy over many rare labels then first pulls every logit down together
+until each label sits at its frequency. A user's real set (2,000 short texts, 30 labels,
+3.4 labels a text; MiniLM, length 64, batch 32, lr 2e-4, 3 epochs) never left that
+answer at any learning rate tried (micro F1 26.9, what answering each label's frequency
+scores), and HF's head did the same; started at each label's log-odds, the same run
+learnt (52.3). docs/benchmarks.md ("Multi-label: the output bias's start") measures
+both starts over seeds on a set every machine has.
 """
 
 import json
@@ -200,9 +201,9 @@ class MultiLabelTask(Task):
             if silent:
                 names = [self.labels[k] for k in silent]
                 print(f"note: {len(silent)} of {len(self.labels)} labels never rise above "
-                      f"their training frequency on {config.dev_file} (the model learned "
-                      f"nothing of them; they keep the threshold 0.5): "
-                      f"{', '.join(names)}", file=sys.stderr, flush=True)
+                      f"their training frequency on {config.dev_file} (no text reaches "
+                      f"twice its odds: the model learned nothing of them; they keep the "
+                      f"threshold 0.5): {', '.join(names)}", file=sys.stderr, flush=True)
             settings["thresholds"] = choose_thresholds(gold, probabilities, skip=silent)
             tuned = sum(t != 0.5 for t in settings["thresholds"])
             print(f"thresholds: {tuned} of {len(self.labels)} labels tuned on "
