@@ -472,7 +472,7 @@ def test_a_test_file_with_labels_is_scored(sixteen_run):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("value, shown", [("x", "'x'"), (float("nan"), "nan"),
-                                          (1.5, "1.5"), (-1, "-1")])
+                                          (1.5, "1.5"), (-1, "-1"), ("labels", "")])
 def test_thresholds_read_back_are_checked_at_load_and_export(sixteen_run, tmp_path, capsys,
                                                              value, shown):
     """A hand-edited multilabel_config.json whose threshold is not a number in (0, 1):
@@ -489,9 +489,13 @@ def test_thresholds_read_back_are_checked_at_load_and_export(sixteen_run, tmp_pa
     shutil.copytree(folder / "run", run)
     path = run / "multilabel_config.json"
     saved = json.loads(path.read_text())
-    saved["thresholds"][3] = value
+    if value == "labels":      # a label holding the run's delimiter
+        saved["labels"][3] = "tag03,tag04"
+        expect = [str(path), "label 'tag03,tag04' contains the label delimiter ','"]
+    else:
+        saved["thresholds"][3] = value
+        expect = [str(path), "threshold of label 'tag03' is " + shown]
     path.write_text(json.dumps(saved))
-    expect = [str(path), "threshold of label 'tag03' is " + shown]
     refused(main, argv + ["--output_dir", str(run), "--do_predict"], capsys, expect,
             str(run))
     refused(export_main, ["--task", "multilabel", "--checkpoint_dir", str(run),

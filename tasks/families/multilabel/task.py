@@ -68,10 +68,23 @@ class MultiLabelTask(Task):
 
     @classmethod
     def check_saved(cls, saved, path):
-        """ValueError naming `path` (a run's multilabel_config.json) when its thresholds
-        are not one number in (0, 1) per label (a file edited by hand): at a later run's
-        load and at export, before the model loads."""
-        check_thresholds(saved.get("thresholds"), saved.get("labels") or [], path)
+        """ValueError naming `path` (a run's multilabel_config.json, edited by hand) when
+        its labels are not distinct names free of its label delimiter, or its thresholds
+        not one number in (0, 1) per label: at a later run's load and at export, before
+        the model loads."""
+        labels, delimiter = saved.get("labels"), saved.get("label_delimiter")
+        if not isinstance(delimiter, str) or not delimiter:
+            raise ValueError(f"{path}: label_delimiter: expected a non-empty string, got "
+                             f"{delimiter!r}")
+        if not isinstance(labels, list) or len(labels) < 2 or \
+                not all(isinstance(name, str) and name for name in labels) or \
+                len(set(labels)) != len(labels):
+            raise ValueError(f"{path}: labels: expected a list of two or more distinct "
+                             f"names, got {labels!r}")
+        joined = next((name for name in labels if delimiter in name), None)
+        if joined is not None:
+            raise data.delimiter_error(path, joined, delimiter)
+        check_thresholds(saved.get("thresholds"), labels, path)
 
     def restore(self, config, saved):
         self.check_saved(saved, os.path.join(config.output_dir, f"{self.name}_config.json"))
