@@ -56,7 +56,7 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 
 from tasks.families.multilabel.metrics import (below_prior, choose_thresholds,  # noqa: E402
-                                               f1_scores)
+                                               f1_scores, label_frequencies, prior_bias)
 
 SKIP_DIRS = {"test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3",
              "site-packages", "dist-packages", "__pycache__", "pydoc_data"}
@@ -191,10 +191,6 @@ def tuned_f1(dev_gold, dev_p, test_gold, test_p, priors):
     return 100 * f1_scores(test_gold, test_p >= np.asarray(thresholds)[None, :])[1]
 
 
-def frequencies(train_gold):
-    return (train_gold.sum(0) + 0.5) / (len(train_gold) + 1.0)
-
-
 # ----------------------------------------------------------------------------- ours
 
 def ours(folder, train, seed, prior, epochs, minilm):
@@ -237,10 +233,11 @@ def hf_run(folder, train, seed, prior, epochs, minilm):
     tokenizer = transformers.AutoTokenizer.from_pretrained(minilm)
     model = transformers.BertForSequenceClassification.from_pretrained(
         minilm, num_labels=len(labels), problem_type="multi_label_classification")
-    priors = frequencies(gold[train.removesuffix(".jsonl")])
+    priors = label_frequencies(gold[train.removesuffix(".jsonl")])
     if prior:
         with torch.no_grad():
-            model.classifier.bias.copy_(torch.tensor(np.log(priors / (1 - priors))))
+            model.classifier.bias.copy_(torch.tensor(
+                prior_bias(gold[train.removesuffix(".jsonl")])))
     steps_per_epoch = max(1, len(train_rows) // BATCH)
     total = steps_per_epoch * epochs
     decay = [p for n, p in model.named_parameters()
@@ -316,7 +313,7 @@ def baselines(folder, train):
                              for name in (train, "dev.jsonl", "test.jsonl"))
     labels = sorted({name for r in train_rows for name in r["labels"]})
     y, dev_gold, test_gold = (targets(r, labels) for r in (train_rows, dev, test))
-    priors = frequencies(y)
+    priors = label_frequencies(y)
     vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
     x = vectorizer.fit_transform([r["text"] for r in train_rows])
     model = OneVsRestClassifier(LogisticRegression(C=10, solver="liblinear")).fit(x, y)

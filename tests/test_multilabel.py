@@ -275,7 +275,7 @@ def test_prior_bias_is_each_labels_log_odds_kept_finite():
     """The start of each label's output bias: the log-odds of its smoothed training
     frequency, (positives + 0.5) / (rows + 1), finite for a label on every row or on
     none, at most log(2N + 1) from 0."""
-    from tasks.families.multilabel.task import label_frequencies, prior_bias
+    from tasks.families.multilabel.metrics import label_frequencies, prior_bias
     targets = np.zeros((9, 4))
     targets[:, 0] = 1                      # every row
     targets[:3, 1] = 1                     # a third
@@ -431,7 +431,7 @@ def test_sixteen_labels_at_length_sixteen_train_from_the_prior_bias(sixteen_run,
 
     import bert_tf
     from tasks.families.multilabel.__main__ import main
-    from tasks.families.multilabel.task import prior_bias
+    from tasks.families.multilabel.metrics import prior_bias
     folder, argv, results = sixteen_run
     train = data.read_file(str(folder / "train.jsonl"), "text", None, "labels", SIXTEEN)
     want = prior_bias(data.multi_hot(train, SIXTEEN))

@@ -1,6 +1,7 @@
 """Multi-label metrics (NumPy): per-label, micro and macro F1, the exact-match ratio
 (every label right), the per-label thresholds chosen on a dev set and the check of
-thresholds read back from a run.
+thresholds read back from a run; each label's training frequency and the output bias
+that starts the model there.
 
 Micro F1 pools every (example, label) decision; macro F1 is the mean of the labels' F1;
 a label with no positive and no predicted example has F1 1 (nothing to find, nothing
@@ -86,6 +87,21 @@ def choose_thresholds(gold, probabilities, skip=()):
     if _micro(*_counts(gold, together)) < base_micro:
         return [0.5] * gold.shape[1]
     return chosen
+
+
+def label_frequencies(targets):
+    """Each label's training frequency, smoothed: (positives + 0.5) / (rows + 1) of the
+    multi-hot targets [N, K]. Never 0 or 1, so a label on no row or on every row still
+    has a finite log-odds, at most log(2N + 1) from 0."""
+    targets = np.asarray(targets, np.float64)
+    return (targets.sum(0) + 0.5) / (len(targets) + 1.0)
+
+
+def prior_bias(targets):
+    """The output bias [K] that starts each label at its training frequency (task.py's
+    model): the log-odds log(p / (1 - p)) of `label_frequencies`."""
+    p = label_frequencies(targets)
+    return np.log(p / (1.0 - p))
 
 
 # How far above its level a label must rise on some text to count as told apart: its

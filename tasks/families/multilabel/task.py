@@ -29,7 +29,8 @@ from tasks import driver, text_inputs
 from tasks.families.multilabel import config as flags, data
 from tasks.families.multilabel.config import MultiLabelConfig
 from tasks.families.multilabel.metrics import (below_prior, check_thresholds,
-                                               choose_thresholds, multilabel_metrics)
+                                               choose_thresholds, label_frequencies,
+                                               multilabel_metrics, prior_bias)
 from tasks.families.multilabel.serving import MultiLabelModule
 from tasks.outputs import predict_outputs
 from tasks.task import Task, family
@@ -37,21 +38,6 @@ from tasks.task import Task, family
 
 def sigmoid(logits):
     return 1.0 / (1.0 + np.exp(-np.asarray(logits, np.float64)))
-
-
-def label_frequencies(targets):
-    """Each label's training frequency, smoothed: (positives + 0.5) / (rows + 1) of the
-    multi-hot targets [N, K]. Never 0 or 1, so a label on no row or on every row still
-    has a finite log-odds, at most log(2N + 1) from 0."""
-    targets = np.asarray(targets, np.float64)
-    return (targets.sum(0) + 0.5) / (len(targets) + 1.0)
-
-
-def prior_bias(targets):
-    """The output bias [K] that starts each label at its training frequency: the
-    log-odds log(p / (1 - p)) of `label_frequencies`."""
-    p = label_frequencies(targets)
-    return np.log(p / (1.0 - p))
 
 
 @family
