@@ -55,8 +55,8 @@ sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
 
-from tasks.families.multilabel.metrics import (below_prior, choose_thresholds,  # noqa: E402
-                                               f1_scores, label_frequencies, prior_bias)
+from tasks.families.multilabel.metrics import (choose_thresholds, f1_scores,  # noqa: E402
+                                               label_frequencies, prior_bias)
 
 SKIP_DIRS = {"test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3",
              "site-packages", "dist-packages", "__pycache__", "pydoc_data"}
@@ -185,9 +185,9 @@ def targets(rows, labels):
     return np.array([[name in r["labels"] for name in labels] for r in rows], np.float64)
 
 
-def tuned_f1(dev_gold, dev_p, test_gold, test_p, priors):
+def tuned_f1(dev_gold, dev_p, test_gold, test_p):
     """Test micro F1 (%) with the thresholds the command's rule picks on dev."""
-    thresholds = choose_thresholds(dev_gold, dev_p, skip=below_prior(dev_p, priors))
+    thresholds = choose_thresholds(dev_gold, dev_p)
     return 100 * f1_scores(test_gold, test_p >= np.asarray(thresholds)[None, :])[1]
 
 
@@ -233,7 +233,6 @@ def hf_run(folder, train, seed, prior, epochs, minilm):
     tokenizer = transformers.AutoTokenizer.from_pretrained(minilm)
     model = transformers.BertForSequenceClassification.from_pretrained(
         minilm, num_labels=len(labels), problem_type="multi_label_classification")
-    priors = label_frequencies(gold[train.removesuffix(".jsonl")])
     if prior:
         with torch.no_grad():
             model.classifier.bias.copy_(torch.tensor(
@@ -277,7 +276,7 @@ def hf_run(folder, train, seed, prior, epochs, minilm):
             best_state = {k: v.clone() for k, v in model.state_dict().items()}
     model.load_state_dict(best_state)
     return tuned_f1(gold["dev"], probabilities(model, encode, rows["dev"]), gold["test"],
-                    probabilities(model, encode, rows["test"]), priors)
+                    probabilities(model, encode, rows["test"]))
 
 
 def probabilities(model, encode, rows):
@@ -328,7 +327,7 @@ def baselines(folder, train):
         scores = {t: f1_scores(dev_gold[:, k:k + 1], constant["dev"][:, k:k + 1] >= t)[1]
                   for t in (priors[k], 1.0)}
         best.append(max(scores, key=scores.get))
-    return {"TF-IDF + LR": tuned_f1(dev_gold, p(dev), test_gold, p(test), priors),
+    return {"TF-IDF + LR": tuned_f1(dev_gold, p(dev), test_gold, p(test)),
             "label frequency": 100 * f1_scores(
                 test_gold, constant["test"] >= np.asarray(best)[None, :])[1]}
 

@@ -53,7 +53,7 @@ def _micro(tp, fp, fn):
     return 2 * tp.sum() / total if total else 1.0
 
 
-def choose_thresholds(gold, probabilities, skip=()):
+def choose_thresholds(gold, probabilities):
     """Per label, a threshold from THRESHOLD_GRID chosen on (gold, probabilities), or 0.5.
 
     A label's candidate is the grid value with its best F1 (ties: the value nearest 0.5).
@@ -61,8 +61,7 @@ def choose_thresholds(gold, probabilities, skip=()):
     does the micro F1 of all labels (the others at 0.5). A label's F1 alone would also
     rise by predicting a rare label for every text (a threshold of 0.05 under a model
     that learned nothing of it: every text gets it, and the micro F1 falls); then the
-    label keeps 0.5. A label without a positive, or one of `skip` (indexes: labels the
-    model learned nothing of, `below_prior`), keeps 0.5; so does every label when the
+    label keeps 0.5. A label without a positive keeps 0.5; so does every label when the
     chosen set would score a lower micro F1 than 0.5 everywhere."""
     gold = np.asarray(gold, bool)
     probabilities = np.asarray(probabilities)
@@ -71,7 +70,7 @@ def choose_thresholds(gold, probabilities, skip=()):
     base_micro = _micro(tp, fp, fn)
     chosen = []
     for k in range(gold.shape[1]):
-        if not gold[:, k].any() or k in skip:
+        if not gold[:, k].any():
             chosen.append(0.5)
             continue
         scores = [f1_scores(gold[:, k:k + 1], probabilities[:, k:k + 1] >= t)[1]
@@ -115,7 +114,7 @@ def below_prior(probabilities, priors):
     of the median text. A model that learned nothing of a label answers about its
     frequency on every text, a little above or below it (or one level for every text,
     a head still on its way there from 0); a label it learned rises far above that on
-    the texts that have it."""
+    the texts that have it. (Its threshold still follows `choose_thresholds`.)"""
     p = np.clip(np.asarray(probabilities, np.float64), 1e-7, 1 - 1e-7)
     q = np.clip(np.asarray(priors, np.float64), 1e-7, 1 - 1e-7)
     logits, prior = np.log(p / (1 - p)), np.log(q / (1 - q))

@@ -194,16 +194,17 @@ class MultiLabelTask(Task):
         probabilities = self.probabilities(model, dev, config, settings)
         gold = data.multi_hot(dev, self.labels)
         if config.do_train:
-            # The thresholds tuned on dev are the ones to predict and export with; a
-            # label the model tells nothing apart keeps 0.5, and the run says which.
+            # The thresholds tuned on dev are the ones to predict and export with (each
+            # 0.5 unless tuning beats it there); the run names the labels the model
+            # tells nothing apart.
             silent = below_prior(probabilities, self.priors)
             if silent:
                 names = [self.labels[k] for k in silent]
                 print(f"note: {len(silent)} of {len(self.labels)} labels never rise above "
                       f"their training frequency on {config.dev_file} (no text reaches "
-                      f"twice its odds: the model learned nothing of them; they keep the "
-                      f"threshold 0.5): {', '.join(names)}", file=sys.stderr, flush=True)
-            settings["thresholds"] = choose_thresholds(gold, probabilities, skip=silent)
+                      f"twice its odds: the model learned nothing of them): "
+                      f"{', '.join(names)}", file=sys.stderr, flush=True)
+            settings["thresholds"] = choose_thresholds(gold, probabilities)
             tuned = sum(t != 0.5 for t in settings["thresholds"])
             print(f"thresholds: {tuned} of {len(self.labels)} labels tuned on "
                   f"{config.dev_file} (their F1 and the micro F1 rose there); the others "
