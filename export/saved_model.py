@@ -117,6 +117,8 @@ def load_task_model(task, run_dir, dtype="float32"):
         raise FileNotFoundError(f"{config}: not found (point --checkpoint_dir at the "
                                 f"--output_dir of a tasks.{name} run trained "
                                 f"with --do_train)")
+    from bert_tf.models.run_dir import read_task_config
+    task_family(task).check_saved(read_task_config(run_dir, name), config)
     return load(run_dir, name, dtype=DTYPES[dtype])
 
 

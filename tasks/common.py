@@ -19,25 +19,36 @@ COMMON_FLAGS = {
         "omitted = random initialisation (for comparisons)")),
     "bert_config_file": dict(help="config JSON; default: the one beside --init_checkpoint"),
     "vocab_file": dict(help="vocab.txt; default: the one beside --init_checkpoint"),
-    "do_lower_case": {},
+    "do_lower_case": dict(help=(
+        "lowercase and strip accents before WordPiece: true for uncased checkpoints, "
+        "false for cased ones (a mismatch with the vocabulary is refused)")),
     "output_dir": dict(required=True, help="checkpoints, logs, predictions, eval results"),
-    "max_seq_length": {},
-    "do_train": {},
-    "do_eval": {},
-    "do_predict": {},
-    "train_batch_size": {},
-    "eval_batch_size": {},
-    "predict_batch_size": {},
-    "learning_rate": {},
-    "num_train_epochs": {},
-    "warmup_proportion": {},
-    "weight_decay": {},
-    "mixed_precision": dict(choices=tuple(DTYPES)),
-    "strategy": dict(choices=("auto", "one_device", "mirrored", "multi_worker", "tpu")),
+    "max_seq_length": dict(help=(
+        "WordPiece tokens a sequence is packed to, [CLS] and [SEP] included; longer "
+        "text is cut (or read in windows where the task offers them)")),
+    "do_train": dict(help="fine-tune on the training data"),
+    "do_eval": dict(help="score the evaluation data with the run's weights"),
+    "do_predict": dict(help="predict the prediction file(s) with the run's weights"),
+    "train_batch_size": dict(help="examples per training step"),
+    "eval_batch_size": dict(help="examples per evaluation batch"),
+    "predict_batch_size": dict(help="examples per prediction batch"),
+    "learning_rate": dict(help="AdamW's peak learning rate (after warm-up, then linear "
+                               "decay to 0)"),
+    "num_train_epochs": dict(help="passes over the training data (a fraction allowed)"),
+    "warmup_proportion": dict(help="share of the training steps the learning rate "
+                                   "rises linearly from 0 over"),
+    "weight_decay": dict(help="AdamW's weight decay (not on biases and LayerNorm)"),
+    "mixed_precision": dict(choices=tuple(DTYPES), help=(
+        "the encoder's compute dtype (float32; bfloat16 or float16 mixed precision, "
+        "variables and outputs kept in float32)")),
+    "strategy": dict(choices=("auto", "one_device", "mirrored", "multi_worker", "tpu"),
+                     help="tf.distribute strategy (auto: tpu with --tpu, multi_worker "
+                          "when TF_CONFIG names several workers, mirrored over several "
+                          "GPUs or --cpu_devices, else one device)"),
     "cpu_devices": dict(
         help="split the CPU into N logical devices (mirrored strategy without accelerators)"),
-    "tpu": {},
-    "seed": {},
+    "tpu": dict(help="TPU name or address, for --strategy tpu (or auto)"),
+    "seed": dict(help="seed of the head's initialisation, dropout and shuffling"),
     "save_checkpoints_steps": dict(help=(
         "save the resumable training state (OUTPUT_DIR/resume/, also after every "
         "epoch and on SIGTERM/SIGINT) every N steps; running the same command again "
@@ -88,19 +99,34 @@ def add_common_flags(parser, config_class=None):
     return add_config_flags(parser, config_class or FineTuneConfig, COMMON_FLAGS)
 
 
+class DefaultsOnceFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's defaults formatter, except where the help text already says its
+    default in words ("(default: the training file's, sorted)"), or there is none to say
+    (None, a required flag): "(default: ...)" is then not added a second time."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default is None or action.required:
+            return text
+        return super()._get_help_string(action)
+
+
 def parser(description):
-    return ArgumentParser(description=description,
-                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    return ArgumentParser(description=description, formatter_class=DefaultsOnceFormatter)
 
 
 def run(task, config_class, args):
     """`python -m tasks.<name>`: the task run on the config of parsed flags, with the
-    commands' exit convention (bert_tf/base/cli.py)."""
+    commands' exit convention (bert_tf/base/cli.py). `task`: a tasks.task.Task, or a
+    function of the config that returns one: a command that checks its flags there
+    first refuses a bad one before its family (and TensorFlow) is imported."""
     from bert_tf.base.training_plumbing import Interrupted
     from tasks import driver
+    from tasks.task import Task
 
     def run_task(a):
-        return driver.run(task, config_class.from_args(a))
+        config = config_class.from_args(a)
+        return driver.run(task if isinstance(task, Task) else task(config), config)
     # Interrupted: SIGTERM or SIGINT stopped training after saving (tasks/resume.py).
     return run_main(run_task, args, errors=(Interrupted,), **FLAG_RANGES)
 

@@ -55,6 +55,12 @@ class Task:
         if not (config.do_train or config.do_eval or config.do_predict):
             raise ValueError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
 
+    @classmethod
+    def check_saved(cls, saved, path):
+        """ValueError naming `path` when a run's TASK_config.json (`saved`) holds values
+        the family cannot use (a file edited by hand): export.saved_model calls it before
+        the model loads, a later run's `restore` before it runs. Default: nothing."""
+
     def training_config(self, config):
         """The config of a --do_train run, flag defaults filled (checks that need them)."""
         return config

@@ -22,13 +22,12 @@ shapes, are refused with windows.
 import dataclasses
 
 import numpy as np
-import tensorflow as tf
 
-from bert_tf.models.task_layers import WINDOW_POOLINGS
-from bert_tf.models.task_models import window_settings
-from bert_tf.text import batching
-from bert_tf.text.windows import check_doc_stride, default_doc_stride
+from bert_tf.text.windows import WINDOW_POOLINGS, check_doc_stride, default_doc_stride
 from tasks.driver import FineTuneConfig
+
+# TensorFlow and Keras are imported where they are used: the commands build their flags
+# and check them from this module before TensorFlow loads.
 
 # Help texts of the window flags, for the families' commands (tasks/common.py's
 # add_config_flags); the fields are `WindowConfig`'s.
@@ -128,6 +127,7 @@ def restored_config(config, saved):
 
 def settings(config, text_inputs):
     """The window part of TASK_config.json."""
+    from bert_tf.models.task_models import window_settings
     return window_settings(config.max_windows, stride(config), config.window_pooling,
                            text_inputs)
 
@@ -159,6 +159,9 @@ def dataset(texts_a, texts_b, targets, preprocess_fn, batch_size, max_seq_length
     bert_tf.text.batching mode. repeat=False (training): one pass, each text exactly once
     (length buckets flush their last, smaller batches at the end).
     """
+    import tensorflow as tf
+
+    from bert_tf.text import batching
     n = len(texts_a)
     texts_a, targets = list(texts_a), np.asarray(targets)
     texts_b = None if texts_b is None else list(texts_b)

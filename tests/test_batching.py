@@ -29,11 +29,43 @@ def packed_examples(lengths, seq=SEQ):
 def test_trim_batch_cuts_inputs_and_per_token_labels_only():
     features, labels = packed_examples([3, 10, 5])
     inputs, out = batching.trim_batch(({k: tf.constant(v) for k, v in features.items()},
-                                       {k: tf.constant(v) for k, v in labels.items()}))
+                                       {k: tf.constant(v) for k, v in labels.items()}),
+                                      per_token=("tags",))
     assert inputs["token_ids"].shape == (3, 16) and out["tags"].shape == (3, 16)
     assert out["label"].shape == (3,)
     np.testing.assert_array_equal(inputs["token_ids"], features["token_ids"][:, :16])
     np.testing.assert_array_equal(out["tags"], labels["tags"][:, :16])
+
+
+def test_a_tensor_shaped_like_the_mask_is_not_cut_unless_named_per_token():
+    """Cut by what a tensor is, not by its shape: multi-label targets [B, K] with K labels
+    equal to max_seq_length, and a weight [B, L] that is not per token, keep every
+    column; the per-token entry named beside them (NER's tags, frozen features [B, L,
+    H]) is cut with the inputs, on the token axis."""
+    features, labels = packed_examples([3, 10, 5])
+    targets = (np.arange(3 * SEQ).reshape(3, SEQ) % 2).astype("float32")     # K == SEQ
+    frozen = np.arange(3 * SEQ * 2, dtype="float32").reshape(3, SEQ, 2)
+    inputs = {k: tf.constant(v) for k, v in features.items()}
+    inputs["features"] = tf.constant(frozen)
+    x, y, w = batching.trim_batch(
+        (inputs, {"logits": tf.constant(targets)}, {"logits": tf.constant(targets)}))
+    assert x["token_ids"].shape == (3, 16) and x["features"].shape == (3, SEQ, 2)
+    np.testing.assert_array_equal(y["logits"], targets)
+    np.testing.assert_array_equal(w["logits"], targets)
+    x, y = batching.trim_batch((inputs, {"logits": tf.constant(labels["tags"])}),
+                               per_token=("logits", "features"))
+    np.testing.assert_array_equal(x["features"], frozen[:, :16])
+    np.testing.assert_array_equal(y["logits"], labels["tags"][:, :16])
+    # Through a whole pipeline too (rebatch, as the classifier families batch).
+    ds = tf.data.Dataset.from_tensor_slices((features, {"logits": targets})).batch(3)
+    for mode in ("longest", "bucket"):
+        batches = list(batching.rebatch(ds, 3, mode, SEQ))
+        assert sum(len(y["logits"]) for _, y in batches) == 3
+        for x, y in batches:
+            assert x["token_ids"].shape[1] < SEQ and y["logits"].shape[1] == SEQ
+    with pytest.raises(ValueError, match="'label' is named per-token but its shape"):
+        batching.trim_batch(({k: tf.constant(v) for k, v in features.items()},
+                             {"label": tf.constant(labels["label"])}), per_token=("label",))
 
 
 @pytest.mark.parametrize("mode", ["longest", "sort", "bucket"])
@@ -43,7 +75,7 @@ def test_every_example_once_at_a_multiple_of_8(mode):
     features, labels = packed_examples(lengths)
     ds = tf.data.Dataset.from_tensor_slices((features, labels)).shuffle(200, seed=1)
     seen, widths = [], collections.Counter()
-    for inputs, out in batching.batch(ds, 16, mode, SEQ):
+    for inputs, out in batching.batch(ds, 16, mode, SEQ, per_token=("tags",)):
         width = inputs["token_ids"].shape[1]
         real = inputs["padding_mask"].numpy().sum(1)
         assert width % 8 == 0 and width <= SEQ and real.max() <= width
@@ -296,7 +328,7 @@ def test_default_batching_trains_on_the_batches_of_off(pipeline):
         else:
             ds = batching.batch(tf.data.Dataset.from_tensor_slices(
                 (features, labels)).shuffle(100, seed=7, reshuffle_each_iteration=True),
-                16, mode, SEQ, drop_remainder=True, seed=7)
+                16, mode, SEQ, drop_remainder=True, seed=7, per_token=("tags",))
         return [list(ds) for _ in range(2)]
 
     off, cut = epochs("off"), epochs(default)

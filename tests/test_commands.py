@@ -62,8 +62,8 @@ FLAGS = {
     "tasks.families.multilabel.__main__": """
         allow_empty_labels bert_config_file cpu_devices dev_file do_eval do_lower_case
         do_predict do_train doc_stride eval_batch_size has_header init_checkpoint
-        jit_compile label_column label_delimiter label_file learning_rate length_batching
-        max_seq_length max_windows mixed_precision num_train_epochs output_dir
+        jit_compile label_column label_delimiter label_file label_prior_bias learning_rate
+        length_batching max_seq_length max_windows mixed_precision num_train_epochs output_dir
         predict_batch_size save_checkpoints_steps seed strategy test_file text_a_column
         text_b_column tpu train_batch_size train_file vocab_file warmup_proportion
         weight_decay window_pooling""",

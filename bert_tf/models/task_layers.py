@@ -8,6 +8,8 @@ the same wherever they are defined.
 import keras
 from keras import ops
 
+from bert_tf.text.windows import WINDOW_POOLINGS
+
 
 def encoder_config(config):
     """A get_config dict with its serialized "encoder" rebuilt (for from_config)."""
@@ -27,9 +29,6 @@ class FlattenChoices(keras.layers.Layer):
         return (None, input_shape[-1])
 
 
-# How a text read in windows gets one answer from its windows' logits (classification,
-# multi-label): their mean, or their maximum.
-WINDOW_POOLINGS = ("mean", "max")
 
 
 def pool_windows(logits, window_mask, pooling="mean"):

@@ -132,6 +132,17 @@ def _classifier_outputs(x, num_classes):
     return {"logits": keras.layers.Identity(name="logits")(x)}               # [B, K]
 
 
+def _bias_value(output_bias, num_classes):
+    """output_bias as get_config keeps it: a float, or a list of num_classes floats."""
+    if not hasattr(output_bias, "__len__"):
+        return float(output_bias)
+    values = [float(v) for v in output_bias]
+    if len(values) != num_classes:
+        raise ValueError(f"output_bias: expected one number or {num_classes} (one per "
+                         f"class), got {len(values)}")
+    return values
+
+
 @task_model
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertClassifier(_TaskModel):
@@ -142,8 +153,10 @@ class BertClassifier(_TaskModel):
         num_classes: K >= 2 for classification ({"logits": float32 [B, K]}); 1 for
             regression ({"score": float32 [B]}).
         dropout: the head's dropout rate; None = the encoder's hidden_dropout_prob.
-        output_bias: the dense layer's initial bias. Regression runs pass the mean
-            training score, so the first steps need not learn an offset (STS-B's ~2.5).
+        output_bias: the dense layer's initial bias: one number for every output, or a
+            list of K (one per class). Regression runs pass the mean training score, so
+            the first steps need not learn an offset (STS-B's ~2.5); multi-label runs
+            pass each label's log-odds of its training frequency.
         window_pooling: None (inputs [B, S], one sequence per text), or "mean" / "max":
             inputs [B, W, S], each text's windows (BertPreprocessor.windowed; padding
             windows have padding_mask 0 throughout), every window through the encoder
@@ -173,6 +186,7 @@ class BertClassifier(_TaskModel):
                  window_pooling=None, name="classifier", **kwargs):
         if num_classes < 1:
             raise ValueError(f"num_classes must be >= 1, got {num_classes}")
+        output_bias = _bias_value(output_bias, num_classes)
         inputs = _inputs((None, None) if window_pooling else (None,))
         flat = inputs
         if window_pooling:
@@ -189,7 +203,7 @@ class BertClassifier(_TaskModel):
             x = WindowPooling(window_pooling, name="window_pooling")(x, window_mask)  # [B, K]
         super().__init__(inputs, _classifier_outputs(x, num_classes), name=name, **kwargs)
         self._finish(encoder, dict(num_classes=num_classes, dropout=dropout,
-                                   output_bias=float(output_bias),
+                                   output_bias=output_bias,
                                    window_pooling=window_pooling))
 
     def window_model(self):
@@ -249,7 +263,7 @@ def window_settings(max_windows=1, doc_stride=None, window_pooling="mean", text_
         window_pooling  "mean" or "max" of the windows' logits (task_layers.pool_windows)
 
     Sentence pairs are cut (google's longest-first rule): their max_windows is 1."""
-    from bert_tf.models.task_layers import WINDOW_POOLINGS
+    from bert_tf.text.windows import WINDOW_POOLINGS
     if int(max_windows) < 0:
         raise ValueError(f"max_windows: expected 0 (no limit) or more, got {max_windows!r}")
     if doc_stride is not None and int(doc_stride) < 1:

@@ -32,14 +32,17 @@ Widths are multiples of 8 up to max_seq_length, so an XLA-compiled step compiles
 max_seq_length / 8 programs (16 at 128).
 
 Real tokens attend only to real tokens, so cutting padding leaves what the model computes
-for them unchanged; a tensor is cut when it has the shape of `padding_mask` (inputs and
-per-token labels such as NER tags).
+for them unchanged. A tensor is cut by what it is, never by its shape: the packed inputs
+(`token_ids`, `segment_ids`, `padding_mask`) always, and the entries a pipeline names
+`per_token` (NER's tags, a frozen encoder's features), along the token axis. Anything
+else keeps its shape, even one that looks like a token axis: multi-label targets [batch,
+K] with K labels equal to max_seq_length are not cut.
 """
 
 import tensorflow as tf
 
 from bert_tf.base.graph_calls import not_inlined
-from bert_tf.base.input_names import PADDING_MASK
+from bert_tf.base.input_names import INPUT_NAMES, PADDING_MASK
 
 MODES = ("longest", "sort", "bucket", "off")
 MULTIPLE = 8
@@ -84,23 +87,40 @@ def _inputs(element):
     return element[0] if isinstance(element, tuple) else element
 
 
-def trim_batch(element, multiple=MULTIPLE):
-    """trim_to_longest on a dataset element (inputs, labels...[, weights]): every tensor
-    shaped like inputs["padding_mask"] is cut to the same width."""
+def trim_batch(element, multiple=MULTIPLE, per_token=()):
+    """trim_to_longest on a dataset element (inputs, labels...[, weights]), by name: the
+    inputs' token_ids, segment_ids and padding_mask, and every entry named in
+    `per_token` (in any dict of the element), are cut along the token axis (the padding
+    mask's last) to one width; every other tensor is left as it is, whatever its shape."""
     mask = _inputs(element)[PADDING_MASK]
     width = _batch_width(mask, multiple)
+    axis = len(mask.shape) - 1
+    cut_names = set(INPUT_NAMES) | set(per_token)
 
-    def cut(x):
-        if x.shape.rank == mask.shape.rank and x.shape[-1] == mask.shape[-1]:
-            return x[..., :width]
-        return x
-    return tf.nest.map_structure(cut, element)
+    def cut(name, x):
+        rank, seq = x.shape.rank, mask.shape[axis]
+        if rank is not None and (rank <= axis or None not in (x.shape[axis], seq) and
+                                 x.shape[axis] != seq):
+            raise ValueError(f"length batching: {name!r} is named per-token but its shape "
+                             f"{x.shape} has no token axis {axis} of the padding mask's "
+                             f"{mask.shape}")
+        return x[(slice(None),) * axis + (slice(None, width),)]
+
+    def walk(value):
+        if isinstance(value, dict):
+            return {name: cut(name, x) if name in cut_names and not isinstance(x, dict)
+                    else walk(x) for name, x in value.items()}
+        if isinstance(value, (tuple, list)):
+            return type(value)(walk(x) for x in value)
+        return value
+    return walk(element)
 
 
 def batch(dataset, batch_size, mode, max_seq_length, drop_remainder=False,
-          multiple=MULTIPLE, seed=None):
+          multiple=MULTIPLE, seed=None, per_token=()):
     """Batches an unbatched dataset of (inputs, ...) examples packed to max_seq_length,
-    by `mode` (see the module docstring); seed: of sort's shuffle of batches."""
+    by `mode` (see the module docstring); seed: of sort's shuffle of batches; per_token:
+    the names of the entries beside the inputs cut with them (`trim_batch`)."""
     if mode not in MODES:
         raise ValueError(f"length batching must be one of {MODES}, got {mode!r}")
     if mode == "sort":
@@ -128,22 +148,23 @@ def batch(dataset, batch_size, mode, max_seq_length, drop_remainder=False,
         dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
     if mode == "off":
         return dataset
-    return dataset.map(lambda *element: trim_batch(_element(element), multiple),
+    return dataset.map(lambda *element: trim_batch(_element(element), multiple, per_token),
                        num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def rebatch(dataset, batch_size, mode, max_seq_length, drop_remainder=False,
-            multiple=MULTIPLE, seed=None):
+            multiple=MULTIPLE, seed=None, per_token=()):
     """`batch` for a dataset whose elements are already batches packed to max_seq_length
     (pipelines that tokenize a whole batch of strings at once): off leaves it, longest
     cuts each batch, sort and bucket regroup the examples by length first."""
     if mode == "off":
         return dataset
     if mode == "longest":
-        return dataset.map(lambda *element: trim_batch(_element(element), multiple),
-                           num_parallel_calls=tf.data.AUTOTUNE)
+        return dataset.map(
+            lambda *element: trim_batch(_element(element), multiple, per_token),
+            num_parallel_calls=tf.data.AUTOTUNE)
     return batch(dataset.unbatch(), batch_size, mode, max_seq_length, drop_remainder,
-                 multiple, seed)
+                 multiple, seed, per_token)
 
 
 def finish(dataset, buffer=2):

@@ -16,6 +16,11 @@ them equal to these.
 
 import numpy as np
 
+# How a text read in windows gets one answer from its windows' logits (classification,
+# multi-label): their mean, or their maximum (bert_tf.models.task_layers.pool_windows).
+# Here, TF-free, so that the commands' flags name them before TensorFlow loads.
+WINDOW_POOLINGS = ("mean", "max")
+
 
 def default_doc_stride(max_seq_length):
     """A training run's doc_stride unless given (NER, classification): half a window's

@@ -1,10 +1,14 @@
 """Multi-label classification: each text (or text pair) has a set of labels, any number of
 them (topics, tags, emotions). The family in one folder:
 
+    config.py    MultiLabelConfig and the checks of its flags and label file, TF-free:
+                 the command refuses a bad one before TensorFlow loads
     data.py      the reader: .tsv / .csv / .jsonl with a label list per row, a label file
     metrics.py   micro / macro / per-label F1, exact match, per-label thresholds
     task.py      MultiLabelTask for tasks/driver.py: a sigmoid per label, binary
-                 cross-entropy, thresholds tuned on the dev set and kept with the run
+                 cross-entropy, each label's bias started at its training log-odds,
+                 thresholds tuned on the dev set (where they beat 0.5) and kept with
+                 the run; a test file with labels scored
     serving.py   MultiLabelModule: raw text -> every label's probability and the set
     __main__.py  the command line: python -m tasks.families.multilabel
 

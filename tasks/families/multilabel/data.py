@@ -7,16 +7,21 @@ string split at --label_delimiter (default ",") in any file; `[]` or an empty fi
 the empty set (refused with --allow_empty_labels=false). Labels are stripped of spaces
 and a label named twice in one row counts once. The label file lists the labels one per
 line in class-id order; without it, the training file's labels, sorted, are the classes.
-A label not among the classes, a label file with a blank line or a label twice, or a
-label file whose labels the training data never uses, is one error line naming the file
-(and line).
+A label not among the classes, a label file with a blank line or a label twice, a
+label file whose labels the training data never uses, or a label that contains the label
+delimiter (the export joins a text's labels with it: "C, C++" would read back as two
+labels), is one error line naming the file (and line).
 """
 
+import csv
 import dataclasses
+import io
+import json
 import os
 
 import numpy as np
 
+from bert_tf.base.files import read_text
 from tasks.rows import DataError, RowReport, finish_report, jsonl_rows, table_rows
 
 
@@ -30,9 +35,17 @@ class Example:
     labels: tuple = None
 
 
-def read_label_file(path):
+def delimiter_error(where, name, delimiter):
+    """The DataError of a label `name` that contains the label delimiter."""
+    return DataError(f"{where}: label {name!r} contains the label delimiter {delimiter!r} "
+                     f"(--label_delimiter): the run's predicted label sets are written "
+                     f"joined by it, so it would read back as other labels; rename the "
+                     f"label or pass another --label_delimiter")
+
+
+def read_label_file(path, delimiter=None):
     """The labels of `path`, one per line, in class-id order; DataError naming the line
-    of a blank or repeated label."""
+    of a blank or repeated label, or of one that contains `delimiter`."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: label file not found")
     with open(path, encoding="utf-8-sig") as f:
@@ -44,6 +57,8 @@ def read_label_file(path):
         name = line.strip()
         if not name:
             raise DataError(f"{path}:{number}: empty label (one label per line)")
+        if delimiter and delimiter in name:
+            raise delimiter_error(f"{path}:{number}", name, delimiter)
         if name in seen:
             raise DataError(f"{path}:{number}: label {name!r} again (first on line "
                             f"{seen[name]})")
@@ -57,7 +72,7 @@ def read_label_file(path):
 
 def split_labels(raw, delimiter):
     """A raw label value (a JSON list, or a delimited string) -> label names, or None
-    when it is neither."""
+    when it is neither. (A listed name may contain the delimiter: read_file refuses it.)"""
     if isinstance(raw, list):
         if not all(isinstance(name, str) for name in raw):
             return None
@@ -98,6 +113,9 @@ def read_file(path, text_a_column, text_b_column=None, label_column=None, labels
                 raise DataError(f"{where}: {label_column!r} must be a list of label names "
                                 f"or a string of them separated by {delimiter!r}, got "
                                 f"{raw!r}")
+            joined = next((name for name in names if delimiter in name), None)
+            if joined is not None:
+                raise delimiter_error(where, joined, delimiter)
             if not names and not allow_empty:
                 raise DataError(f"{where}: no labels (--allow_empty_labels=false)")
             unknown = [name for name in names if known is not None and name not in known]
@@ -108,6 +126,31 @@ def read_file(path, text_a_column, text_b_column=None, label_column=None, labels
         examples.append(Example(guid, text_a, text_b, None if names is None else tuple(
             sorted(names, key=labels.index) if labels else names)))
     return finish_report(report, examples)
+
+
+def has_labels(path, label_column, has_header=True):
+    """Whether a file to predict holds label sets too (then its predictions are scored):
+    a .jsonl whose first row has the key `label_column`; a .tsv / .csv whose header names
+    it, or whose first row has the field it numbers (0-based)."""
+    ext = os.path.splitext(path)[1].lower()
+    text = read_text(path)
+    if ext == ".jsonl":
+        first = next((line for line in text.splitlines() if line.strip()), None)
+        try:
+            row = json.loads(first) if first is not None else None
+        except json.JSONDecodeError:
+            return False                      # the reader names the bad row
+        return isinstance(row, dict) and label_column in row
+    delimiter = "\t" if ext == ".tsv" else ","
+    quoting = csv.QUOTE_NONE if ext == ".tsv" else csv.QUOTE_MINIMAL
+    try:
+        first = next(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter,
+                                quoting=quoting), [])
+    except csv.Error:
+        return False                          # the reader names the bad row
+    if has_header and label_column in first:
+        return True
+    return str(label_column).isdigit() and int(label_column) < len(first)
 
 
 def labels_from(examples, path, label_file=None, labels=None):

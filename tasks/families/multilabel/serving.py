@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from export.limits import MAX_TEXT_BYTES
 from export.serving import ClassifierServing
+from tasks.families.multilabel.metrics import check_thresholds
 
 
 class MultiLabelModule(ClassifierServing):
@@ -20,9 +21,7 @@ class MultiLabelModule(ClassifierServing):
                  name=None, windows=None):
         super().__init__(model, tokenizer, max_seq_length, max_text_bytes, name=name,
                          windows=windows)
-        if len(thresholds) != len(labels):
-            raise ValueError(f"thresholds: expected {len(labels)} (one per label), got "
-                             f"{len(thresholds)}")
+        check_thresholds(thresholds, labels, "thresholds")
         self.TEXT_INPUTS = tuple(text_inputs)
         self.label_names = tf.constant(list(labels))                      # [K]
         self.thresholds = tf.constant(thresholds, tf.float32)             # [K]

@@ -210,13 +210,11 @@ def make_dataset(features, batch_size, training=False, seed=0, with_labels=True,
             (x, {"logits": features["label_ids"]}) if with_labels else x)
         if training:
             ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+    # The tags, and a frozen encoder's features [B, S, ...], are per token: cut with the
+    # inputs (by name: batching never guesses from a shape).
     ds = batching.batch(ds, batch_size, length_batching, seq,
-                        drop_remainder=training and n >= batch_size, seed=seed)
-    if "frozen" in features:        # batching cut the mask: the features follow it
-        def cut(x, *labels):
-            x = dict(x, features=x["features"][:, :tf.shape(x["padding_mask"])[1]])
-            return (x, *labels) if labels else x
-        ds = ds.map(cut)
+                        drop_remainder=training and n >= batch_size, seed=seed,
+                        per_token=("logits", "features"))
     return batching.finish(ds)
 
 
