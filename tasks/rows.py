@@ -113,6 +113,17 @@ def _resolve_column(path, header, column, has_header):
                     f"({', '.join(repr(h) for h in header)})")
 
 
+def header_cells(rows, path):
+    """The cells of the first record of `rows` (file_records of `path`), its header;
+    DataError for an empty file or a header the csv rules cannot read."""
+    first = next(rows, None)
+    if first is None:
+        raise DataError(f"{path}: empty file")
+    if first.error:
+        raise DataError(f"{path}:{first.line}: {first.error}")
+    return first.value
+
+
 def table_rows(path, ext, text_a_column, text_b_column, label_column, has_header, report):
     """(where, text_a, text_b, raw label) of each .tsv (no quoting, GLUE's) or .csv
     (RFC 4180: a quoted cell may span lines; `where` names the line a row starts on) row
@@ -120,14 +131,7 @@ def table_rows(path, ext, text_a_column, text_b_column, label_column, has_header
     0-based indices); other rows counted and reported as malformed."""
     pair = text_b_column is not None
     rows = file_records(path, ext)
-    header = []
-    if has_header:
-        first = next(rows, None)
-        if first is None:
-            raise DataError(f"{path}: empty file")
-        if first.error:
-            raise DataError(f"{path}:{first.line}: {first.error}")
-        header = first.value
+    header = header_cells(rows, path) if has_header else []
     columns = [_resolve_column(path, header, c, has_header)
                for c in (text_a_column, text_b_column, label_column) if c is not None]
     width = len(header) if has_header else None

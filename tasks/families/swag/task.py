@@ -36,7 +36,7 @@ from tasks import driver
 from tasks.families.swag.serving import MultipleChoiceModule
 from tasks.task import Task, family
 from tasks.keras_metrics import ConfusionMatrixMetric
-from tasks.rows import DataError, RowReport, file_records, finish_report
+from tasks.rows import DataError, RowReport, file_records, finish_report, header_cells
 from tasks.outputs import predict_outputs, softmax
 
 NUM_CHOICES = 4
@@ -63,12 +63,7 @@ def read_swag_csv(path, with_labels=True, policy="skip"):
     report = RowReport(path, policy)
     examples = []
     rows = file_records(path, ".csv")
-    first = next(rows, None)
-    if first is None:
-        raise DataError(f"{path}: empty file")
-    if first.error:
-        raise DataError(f"{path}:{first.line}: {first.error}")
-    header = first.value
+    header = header_cells(rows, path)
     needed = ("sent1", "sent2") + ENDINGS + (("label",) if with_labels else ())
     missing = [name for name in needed if name not in header]
     if missing:
