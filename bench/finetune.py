@@ -22,7 +22,7 @@ steps, one timed step); rounds alternate between them; the table gives the media
 exactly once (the first
 sentence of every 7th standard-library docstring, random 2-class labels), batch 32, seq up
 to 128, the input pipeline included:
-    ours:     tasks.families.glue.make_dataset as the CLI builds it (tokenized in tf.data), with
+    ours:     tasks.families.classification.task.make_dataset as the CLI builds it (tokenized in tf.data), with
               --length_batching longest (the default: batches in shuffled order,
               each cut to its longest), sort (examples sorted by width within
               windows of 50 batches), bucket (tf.data length buckets) and off
@@ -78,7 +78,7 @@ def ours(directory, dtype, batch_size, jit_compile):
     from bert_tf.checkpoints.dispatch import load_encoder
     from bert_tf.models.task_models import BertClassifier
     from tasks import driver
-    from tasks.families import glue
+    from tasks.families.classification import task as glue
     keras.utils.set_random_seed(0)
     policy = "mixed_bfloat16" if dtype == "bf16" else "float32"
     encoder = load_encoder(directory, dtype=policy)
@@ -149,7 +149,7 @@ def ours_short(directory, batch_size, length_batching):
     from bert_tf.text.preprocessor import BertPreprocessor
     from bert_tf.models.task_models import BertClassifier
     from tasks import driver
-    from tasks.families import glue
+    from tasks.families.classification import task as glue
     keras.utils.set_random_seed(0)
     encoder = load_encoder(directory)
     model = BertClassifier(encoder, 2)

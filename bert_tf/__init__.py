@@ -15,12 +15,6 @@ from bert_tf.base import tf_logs as _tf_logs  # noqa: E402
 
 _tf_logs.install()
 
-# The modules stand in one folder per floor (docs/architecture.md); their old flat names
-# (`bert_tf.encoder`, `bert_tf.pretraining.optimization`, ...) still import, as the same
-# modules: bert_tf/base/moved.py.
-from bert_tf.base import moved as _moved  # noqa: E402
-
-_moved.install()
 
 # The public API, imported on first use (`import bert_tf` itself must stay light: it runs
 # before TensorFlow is imported, to set the variables above).

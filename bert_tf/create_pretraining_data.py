@@ -25,7 +25,7 @@ import argparse
 import os
 
 # This module runs in the main process, which must not import TensorFlow
-# (data/tokenizer.py says why) nor even numpy: it only reads, dispatches and
+# (text/python_tokenizer.py says why) nor even numpy: it only reads, dispatches and
 # writes, and stays small.
 from bert_tf.base.cli import ArgumentParser, boolean, run_main
 from bert_tf.data import inputs

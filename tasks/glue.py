@@ -1,10 +1,8 @@
 """`python -m tasks.glue`: the classification family's command, which lives in its
-family's folder (tasks/families/glue/__main__.py); this name stays for
+family's folder (tasks/families/classification/__main__.py); this name stays for
 google-research/bert's users."""
 
-from tasks.families.glue.__main__ import (FLAGS, TASK_NAMES,  # noqa: F401
-                                          ClassificationConfig, ClassificationTask,
-                                          add_flags, main)
+from tasks.families.classification.__main__ import main
 
 if __name__ == "__main__":
     main()

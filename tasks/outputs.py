@@ -1,6 +1,6 @@
 """What the classification-style families share about a model's outputs: running a model
 over an evaluation dataset padded to whole batches, and a numpy softmax of its logits
-(tasks/families/glue/, tasks/families/swag/).
+(tasks/families/classification/, tasks/families/swag/).
 """
 
 import numpy as np

@@ -31,7 +31,7 @@ if __name__ == "__main__":  # the worker process only, not tests/test_backends.p
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from bert_tf.checkpoints import load_encoder  # noqa: E402
+from bert_tf.checkpoints.dispatch import load_encoder  # noqa: E402
 from bert_tf.base.config import BertConfig  # noqa: E402
 from bert_tf.models.encoder import BertEncoder  # noqa: E402
 from bert_tf.models.layers import MASK_LOGIT, TransformerBlock  # noqa: E402

@@ -74,7 +74,7 @@ def build(directory, minilm_dir):
     """Every input of the table, under `directory`; a namespace of paths."""
     import tensorflow as tf
 
-    from bert_tf.checkpoints import write_google_checkpoint
+    from bert_tf.checkpoints.dispatch import write_google_checkpoint
     from bert_tf.base.config import BertConfig
     from bert_tf.models.pretrainer import BertPretrainer
     from tests.testing import write_pretraining_shards
@@ -189,7 +189,7 @@ def build(directory, minilm_dir):
 
     # The tiny checkpoint as a keras-hub preset, with its model.weights.h5 cut by one
     # byte or in half.
-    from bert_tf.checkpoints import save_checkpoint
+    from bert_tf.checkpoints.dispatch import save_checkpoint
     ns.preset = save_checkpoint(model, d("preset"), "keras_hub", vocab_file=ns.vocab)
     weights = lambda t: os.path.join(t, "model.weights.h5")  # noqa: E731
     ns.preset_damaged = damaged_copies(ns.preset, directory, "preset", {
@@ -219,7 +219,7 @@ def build(directory, minilm_dir):
         setattr(ns, f"hf_{kind}", target)
 
     # A tiny .keras model (the encoder) and its damaged copies.
-    from bert_tf.checkpoints import write_keras_model
+    from bert_tf.checkpoints.dispatch import write_keras_model
     ns.keras = d("model.keras")
     write_keras_model(model, ns.keras, vocab_file=ns.vocab)
     ns.keras_cut = cut(ns.keras, d("model_cut.keras"))

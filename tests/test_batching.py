@@ -170,7 +170,7 @@ def test_rebatch_regroups_batches_packed_to_max():
 def test_cut_batches_give_the_outputs_of_max_padding(minilm_dir):
     """The real MiniLM encoder on a batch cut to its longest (16 of 64 columns): the real
     tokens' outputs equal those of the batch padded to 64."""
-    from bert_tf.checkpoints import load_encoder
+    from bert_tf.checkpoints.dispatch import load_encoder
     from bert_tf.text.packing import BertPacker
     from bert_tf.text.tokenization import BertTokenizer
     tokenizer = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"))
@@ -313,7 +313,7 @@ def test_default_batching_trains_on_the_batches_of_off(pipeline):
     the batches, and on small templated sets what the model learns (docs/benchmarks.md,
     "Length batching and accuracy")."""
     from tasks import driver
-    from tasks.families import ner
+    from tasks.families.ner import task as ner
     default = driver.FineTuneConfig(output_dir="unused").length_batching
     assert default not in ("sort", "bucket", "off")
     rng = np.random.default_rng(4)      # mostly short, a few long: batches of both widths

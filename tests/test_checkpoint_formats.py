@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf import checkpoints
+from bert_tf.checkpoints import dispatch as checkpoints
 from bert_tf.checkpoints.formats.core import (
     GOOGLE_CONFIG_NAME, Checkpoint, CheckpointFormat, format_names, google_variables,
     register_format, split_model, unregister_format, writable_format_names)

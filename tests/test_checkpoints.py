@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints
-from bert_tf.checkpoints import CheckpointMismatchError
+from bert_tf.checkpoints import dispatch as checkpoints
+from bert_tf.checkpoints.dispatch import CheckpointMismatchError
 from bert_tf.base.config import BertConfig
 from bert_tf.convert_checkpoint import main as convert_main
 from bert_tf.models.encoder import BertEncoder
@@ -478,7 +478,7 @@ def test_cli_bad_path_exits_non_zero_with_one_line(tmp_path):
 
 
 def test_vocab_beside_finds_the_checkpoints_vocab_or_names_the_flag(tmp_path):
-    from bert_tf.checkpoints import vocab_beside
+    from bert_tf.checkpoints.dispatch import vocab_beside
     (tmp_path / "vocab.txt").write_text("[PAD]\n")
     want = str(tmp_path / "vocab.txt")
     assert vocab_beside(str(tmp_path)) == want                            # a directory

@@ -26,7 +26,7 @@ if SNOWNLP is None:
 from bert_tf import create_pretraining_data as cpd  # noqa: E402
 from bert_tf.training import fit  # noqa: E402
 from bert_tf.data import segmenters  # noqa: E402
-from bert_tf.data.tokenizer import CachedTokenizer  # noqa: E402
+from bert_tf.text.python_tokenizer import CachedTokenizer  # noqa: E402
 from bert_tf.text.text_rules import load_vocab  # noqa: E402
 
 try:

@@ -25,9 +25,9 @@ import tensorflow as tf
 from bert_tf import create_pretraining_data as cpd
 from bert_tf.base import shard_schema, tfrecord
 from bert_tf.training.data import feature_spec, pretraining_dataset
-from bert_tf.data import instances, masking, records
+from bert_tf.data import example_codec, instances, masking
 from bert_tf.data.inputs import iter_blocks, load_vocab, read_block
-from bert_tf.data.tokenizer import CachedTokenizer
+from bert_tf.text.python_tokenizer import CachedTokenizer
 from bert_tf.text.tokenization import BertTokenizer
 
 try:
@@ -172,7 +172,7 @@ def test_records_are_byte_identical_to_tensorflows(tmp_path, seq, pred, vocab_si
                     tf.train.Feature(float_list=tf.train.FloatList(value=values))
             example = tf.train.Example(features=tf.train.Features(feature=feature))
             writer.write(example.SerializeToString(deterministic=True))
-    ours = records.encode_records(feats)
+    ours = example_codec.encode_records(feats)
     with open(ref, "rb") as f:
         assert ours == f.read()
     path = str(tmp_path / "ours.tfrecord")

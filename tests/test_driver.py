@@ -15,7 +15,7 @@ import pytest
 import bert_tf
 from export.saved_model import PRETRAINED, TASKS, build_module, export
 from tasks import driver
-from tasks.families.glue.serving import ClassifierModule
+from tasks.families.classification.serving import ClassifierModule
 from tasks.task import Task, family
 from tests.test_api import texts_and_labels
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.checkpoints import load_encoder, save_checkpoint
+from bert_tf.checkpoints.dispatch import load_encoder, save_checkpoint
 from bert_tf.base.config import BertConfig
 from bert_tf.text.packing import BertPacker
 from bert_tf.models.pretrainer import BertPretrainer

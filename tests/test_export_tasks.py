@@ -148,7 +148,7 @@ def classifier_runs(tmp_path_factory):
 
 def python_classify(run, texts_a, texts_b=None):
     """The Keras model + tasks.glue's preprocessing and post-processing."""
-    from tasks.families import glue
+    from tasks.families.classification import task as glue
     model, config, tokenizer = task_model("classification", run)
     preprocessor = BertPreprocessor(tokenizer, config["max_seq_length"])
     inputs = preprocessor(tf.constant(texts_a),
@@ -325,7 +325,7 @@ def swag_run(tmp_path_factory):
 def python_swag(run, contexts, endings):
     """tasks.swag's preprocessing (with the shared start folded into the endings, which
     packs the same tokens) + Keras model + post-processing."""
-    from tasks.families import swag
+    from tasks.families.swag import task as swag
     model, config, tokenizer = task_model("swag", run)
     preprocessor = swag.MultipleChoicePreprocessor(tokenizer, config["max_seq_length"])
     inputs = preprocessor(tf.constant(contexts), tf.constant([""] * len(contexts)),
@@ -348,7 +348,7 @@ def test_swag_signatures_equal_keras_and_python(swag_run):
     np.testing.assert_allclose(from_examples["probabilities"], want["probabilities"],
                                atol=1e-5)
     # SWAG's own layout: sent2 + " " + ending packs as the joined ending.
-    from tasks.families import swag
+    from tasks.families.swag import task as swag
     model, config, tokenizer = task_model("swag", run)
     split = swag.MultipleChoicePreprocessor(tokenizer, SEQ)(
         tf.constant(["the fox"]), tf.constant(["it is"]), tf.constant([["quick", "lazy",
@@ -400,7 +400,7 @@ def ner_run(tmp_path_factory):
 def python_entities(run, texts):
     """tasks.ner's Python path on raw texts: split_words, create_features, the Keras
     model, word_tags, entities."""
-    from tasks.families import ner
+    from tasks.families.ner import task as ner
     model, config, tokenizer = task_model("ner", run)
     out = []
     for text in texts:
@@ -428,9 +428,9 @@ def entity_rows(outputs):
 
 
 def test_ner_chunks_equal_conlleval():
-    """The vectorised chunker against bert_tf.text.conlleval.chunks on random tag sequences."""
+    """The vectorised chunker against tasks.families.ner.conlleval.chunks on random tag sequences."""
     from tasks.families.ner.serving import chunk_spans, chunk_tables
-    from bert_tf.text import conlleval
+    from tasks.families.ner import conlleval
     starts, ends, _ = chunk_tables(NER_LABELS)
     rng = np.random.default_rng(0)
     sequences = [rng.integers(0, len(NER_LABELS), rng.integers(0, 12)) for _ in range(400)]
@@ -459,7 +459,7 @@ def test_ner_signatures_equal_keras_and_python(ner_run):
         examples=tf.constant([example(text=t) for t in NER_TEXTS]))
     assert entity_rows(from_examples) == want
     # serve_tokenized: per-piece logits of the Keras model.
-    from tasks.families import ner
+    from tasks.families.ner import task as ner
     model, config, tokenizer = task_model("ner", run)
     sentence = ner.Sentence(NER_TEXTS[0].split(), None, [], [])
     features, _ = ner.create_features(
@@ -474,7 +474,7 @@ def test_ner_windows_equal_keras_and_python(ner_run, tmp_path):
     """A run that recorded a doc_stride: the signature reads long texts in overlapping
     windows, each word where it has the most context, as tasks.ner's Python path does,
     and answers otherwise than the consecutive parts of a run without one."""
-    from tasks.families import ner
+    from tasks.families.ner import task as ner
     run = str(tmp_path / "windows")
     shutil.copytree(ner_run[0], run)
     with open(os.path.join(run, "ner_config.json")) as f:
@@ -560,9 +560,9 @@ def squad_runs(tmp_path_factory):
 
 def python_squad(run, questions, contexts):
     """tasks.squad's Python path: tokenize_contexts, create_features, the Keras model,
-    postprocess (tasks.squad_postprocess.decode_example) -> one result per question
+    postprocess (tasks.families.squad.postprocess.decode_example) -> one result per question
     (None where the context has no pieces: the Python path makes no window)."""
-    from tasks.families import squad
+    from tasks.families.squad import task as squad
     model, config, tokenizer = task_model("squad", run)
     examples = [squad.SquadExample(str(i), q, i, [], False) for i, q in enumerate(questions)]
     features, _ = squad.create_features(
@@ -843,7 +843,7 @@ def doc_requests():
 def all_exports(classifier_runs, swag_run, ner_run, squad_runs, tmp_path_factory,
                 minilm_dir):
     """{TF Serving model name in docs/serving.md: export path} of every task's export."""
-    from bert_tf.checkpoints import save_checkpoint
+    from bert_tf.checkpoints.dispatch import save_checkpoint
     from bert_tf.base.config import BertConfig
     from bert_tf.models.pretrainer import BertPretrainer
     root = tmp_path_factory.mktemp("doc_models")

@@ -349,7 +349,7 @@ def random_tiny(tmp_path_factory, minilm_dir):
     and LayerNorm offsets included, as an HF folder. (A fresh model, its biases 0, gave
     the same floats on both graphs in our trials and would hide what these tests look
     for; random biases do not.)"""
-    from bert_tf import checkpoints
+    from bert_tf.checkpoints import dispatch as checkpoints
     from bert_tf.base.config import BertConfig
     from bert_tf.base.input_names import INPUT_NAMES
     from bert_tf.models.encoder import BertEncoder

@@ -19,8 +19,8 @@ from bert_tf.base.input_names import INPUT_NAMES
 from bert_tf.models.task_models import BertClassifier
 from bert_tf.text.preprocessor import BertPreprocessor
 from tasks import metrics
-from tasks import glue as glue_command
-from tasks.families import glue
+from tasks.families.classification import __main__ as glue_command
+from tasks.families.classification import task as glue
 
 # ----------------------------------------------------------------------------- layouts
 
@@ -586,7 +586,7 @@ def test_windowed_signatures_equal_the_keras_aggregate(tokenizer):
     signatures on texts of several windows answer as the Keras model on those windows
     does (probabilities within 1e-6); serve_tokenized reads a row as one window."""
     import tensorflow as tf
-    from tasks.families.glue.serving import ClassifierModule
+    from tasks.families.classification.serving import ClassifierModule
     from tasks.families.multilabel.serving import MultiLabelModule
     pre = BertPreprocessor(tokenizer, 16)
     texts = tf.constant(LONG_TEXTS)

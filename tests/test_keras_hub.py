@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import bert_tf
-from bert_tf import checkpoints
+from bert_tf.checkpoints import dispatch as checkpoints
 from bert_tf.checkpoints.formats import keras_hub as khf
 from bert_tf.base.config import BertConfig
 from tests.test_checkpoints import minilm  # noqa: F401  (fixture: inputs + HF reference)

@@ -256,36 +256,17 @@ def test_public_names_document_args_and_an_example(name):
     assert ">>>" in doc or "Example" in doc, f"{name}: no example"
 
 
-def test_moved_names_import_as_the_same_modules():
-    """bert_tf's old flat module names (bert_tf/base/moved.py) give the moved modules
-    themselves, a moved package's submodules included, and `python -m` an old name runs
-    the new module's code; the library itself imports no old name."""
+def test_old_module_names_are_gone():
+    """The modules' names are their folders' (no aliases of earlier layouts): the old flat
+    names and the tasks/*_data aliases do not import, and the checkpoints floor gives its
+    submodules only (the dispatcher's names are `bert_tf.<name>` or `checkpoints.dispatch`)."""
     import importlib
-    import importlib.util
 
-    import bert_tf
-    from bert_tf.base.moved import MOVED, new_name
-    found = modules()
-    assert all(new in found for new in MOVED.values()), MOVED
-    assert not [old for old in MOVED if old in found]
-    for old, new in MOVED.items():
-        assert importlib.import_module(old) is importlib.import_module(new), old
-    assert new_name("bert_tf.pretraining.optimization") == "bert_tf.training.optimization"
-    assert new_name("bert_tf.pretraining_losses") == "bert_tf.models.pretraining_losses"
-    assert new_name("bert_tf.quickstart") is None
-    import bert_tf.pretraining.optimization as old_module
-    from bert_tf.training import optimization
-    assert old_module is optimization
-    from bert_tf import encoder, registry  # noqa: F401  (old names, from the package)
-    assert encoder is importlib.import_module("bert_tf.models.encoder")
+    for old in ("bert_tf.encoder", "bert_tf.pretraining", "bert_tf.files", "tasks.glue_data",
+                "tasks.squad_data", "tasks.squad_metrics", "tasks.families.glue",
+                "export.text_offsets", "bert_tf.data.tokenizer"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(old)
     from bert_tf import checkpoints
-    from bert_tf.checkpoints import dispatch
-    assert checkpoints.load_encoder is dispatch.load_encoder is bert_tf.load_encoder
     with pytest.raises(AttributeError):
-        checkpoints.no_such_name  # noqa: B018
-    old_code = importlib.util.find_spec("bert_tf.pretraining_data.worker").loader.get_code(
-        "bert_tf.pretraining_data.worker")
-    assert old_code.co_filename == found["bert_tf.data.worker"]
-    wrong = [f"{name} imports {m}" for name, path in found.items()
-             for m in sorted(imported(path)) if new_name(m)]
-    assert not wrong, wrong
+        checkpoints.load_encoder  # noqa: B018

@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from bert_tf.checkpoints import CheckpointMismatchError, detect_format, load_encoder
+from bert_tf.checkpoints.dispatch import CheckpointMismatchError, detect_format, load_encoder
 from bert_tf.convert_checkpoint import main as convert_main
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "model_garden")
@@ -79,7 +79,7 @@ def test_model_garden_to_ours_to_model_garden_keeps_every_tensor(kind, tmp_path)
     computes our numbers: make_model_garden_fixtures.py --restore, in its venv.)"""
     import json
     import tensorflow as tf
-    from bert_tf.checkpoints import read_checkpoint
+    from bert_tf.checkpoints.dispatch import read_checkpoint
     out = tmp_path / "mg"
     convert_main(["--input", os.path.join(FIXTURES, kind), "--output", str(out),
                   "--output_format", "model_garden"])
@@ -145,7 +145,7 @@ def test_trainer_checkpoint_computes_model_gardens_pretraining_outputs(caplog):
     included, the config from the YAML; the masked-LM and next-sentence logits and the
     sequence output within 1e-5 of Model Garden's. The next-sentence head's dense layer
     becomes the pooler, and the load says so."""
-    from bert_tf.checkpoints import load_pretrainer, read_checkpoint
+    from bert_tf.checkpoints.dispatch import load_pretrainer, read_checkpoint
     path = os.path.join(FIXTURES, "trainer")
     assert not os.path.exists(os.path.join(path, "bert_config.json"))
     assert detect_format(path) == "model_garden"
@@ -175,7 +175,7 @@ def test_converted_pretrainer_has_the_masked_lm_and_no_next_sentence_head(tmp_pa
     `masked_lm` and `model` beside): the masked LM matches Model Garden; it has no
     next-sentence head, so a strict load names those tensors and allow_missing_heads
     loads the rest."""
-    from bert_tf.checkpoints import load_pretrainer
+    from bert_tf.checkpoints.dispatch import load_pretrainer
     path = os.path.join(FIXTURES, "pretrainer")
     with pytest.raises(CheckpointMismatchError, match="cls/seq_relationship/output_weights"):
         load_pretrainer(path)
@@ -191,7 +191,7 @@ def test_converted_pretrainer_has_the_masked_lm_and_no_next_sentence_head(tmp_pa
 def test_trainer_checkpoint_converts_to_google_with_its_heads(tmp_path):
     """`convert_checkpoint` takes the trainer's model_dir and writes a google TF1
     checkpoint that computes the same pretraining logits."""
-    from bert_tf.checkpoints import load_pretrainer
+    from bert_tf.checkpoints.dispatch import load_pretrainer
     out = tmp_path / "google"
     convert_main(["--input", os.path.join(FIXTURES, "trainer"), "--output", str(out),
                   "--output_format", "google"])

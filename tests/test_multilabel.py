@@ -13,7 +13,7 @@ import pytest
 from tasks.families.multilabel import data
 from tasks.families.multilabel.metrics import (THRESHOLD_GRID, choose_thresholds,
                                                f1_scores, multilabel_metrics)
-from tasks.glue_data import DataError
+from tasks.families.classification.data import DataError
 from tests.testing import run_command
 
 COMMAND = "tasks.families.multilabel.__main__"

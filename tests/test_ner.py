@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from bert_tf.models.task_models import BertTokenClassifier
-from bert_tf.text import conlleval
+from tasks.families.ner import conlleval
 from tasks import ner as ner_command
-from tasks.families import ner
+from tasks.families.ner import task as ner
 
 # ----------------------------------------------------------------------------- data
 

@@ -16,10 +16,10 @@ import pytest
 
 from bert_tf.models.task_layers import FEATURE_LAYERS, feature_layer_indexes
 from bert_tf.models.task_models import BertTokenClassifier
-from bert_tf.text import conlleval
+from tasks.families.ner import conlleval
 from tasks import frozen_features
 from tasks import ner as ner_command
-from tasks.families import ner
+from tasks.families.ner import task as ner
 from tests.test_ner import HELD_OUT_ENTITIES, TRAIN_ENTITIES, make_conll
 
 LABELS = ["O", "B-LOC", "B-ORG", "B-PER", "I-LOC", "I-ORG", "I-PER"]
@@ -313,7 +313,7 @@ def test_extracted_features_train_as_the_encoders_own(tmp_path, minilm_dir, caps
     assert not os.path.exists(tmp_path / "refused")        # refused before any write
 
     # The other refusals, from the reader itself.
-    from bert_tf.checkpoints import load_encoder
+    from bert_tf.checkpoints.dispatch import load_encoder
     from bert_tf.models.task_layers import FrozenLastLayers
     from bert_tf.text.tokenization import BertTokenizer
     tokenizer = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
@@ -398,7 +398,7 @@ def compare_choices(minilm_dir, workdir, heads=("linear",), lstm_units=768, epoc
 
     import keras
 
-    from bert_tf.checkpoints import load_encoder
+    from bert_tf.checkpoints.dispatch import load_encoder
     from bert_tf.models.encoder import BertEncoder
     from bert_tf.text.tokenization import BertTokenizer
     from tasks import driver

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import BertConfig, BertPretrainer, checkpoints, create_pretraining_data, \
-    run_pretraining
+from bert_tf import BertConfig, BertPretrainer, create_pretraining_data, run_pretraining
+from bert_tf.checkpoints import dispatch as checkpoints
 from bert_tf.models.pretraining_losses import local_sums, metrics_from_sums
 
 

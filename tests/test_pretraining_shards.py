@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.base import tfrecord
-from bert_tf.training import records
+from bert_tf.training import shard_checks
 from bert_tf.training.data import check_shards, pretraining_dataset
 from bert_tf.run_pretraining import main
 from tests.testing import write_pretraining_shards
@@ -37,7 +37,7 @@ def config_file(tmp_path_factory):
 
 
 def record_offsets(path):
-    offsets, lengths, cut = records.record_spans(path)
+    offsets, lengths, cut = shard_checks.record_spans(path)
     assert cut is None and len(offsets) == 16
     return [int(o) for o in offsets], [int(n) for n in lengths]
 
@@ -188,4 +188,4 @@ def test_numpy_crc_and_header_walk_agree_with_tensorflow(good_shard):
         for o, n in zip(offsets, lengths)]
     recs = list(tf.data.TFRecordDataset(good_shard).as_numpy_iterator())
     assert [n for n in lengths] == [len(r) for r in recs]
-    records.check_tail(good_shard)  # whole
+    shard_checks.check_tail(good_shard)  # whole

@@ -14,7 +14,8 @@ import shlex
 import numpy as np
 import pytest
 
-from bert_tf import BertConfig, BertPretrainer, checkpoints
+from bert_tf import BertConfig, BertPretrainer
+from bert_tf.checkpoints import dispatch as checkpoints
 
 DOC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
                    "pretraining_data.md")

@@ -22,8 +22,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from bert_tf import checkpoints
-
+from bert_tf.base import files
+from bert_tf.checkpoints import dispatch as checkpoints
 from bert_tf.checkpoints import registry
 from bert_tf.base.config import BertConfig
 from bert_tf.models.encoder import BertEncoder
@@ -395,11 +395,11 @@ def test_cache_directory_and_addresses(monkeypatch):
     for name in ("BERT_TF_CACHE", "XDG_CACHE_HOME", "BERT_TF_MIRROR", "HF_ENDPOINT"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", "/home/u")
-    assert registry.cache_dir() == "/home/u/.cache/bert_tf"
+    assert files.cache_dir() == "/home/u/.cache/bert_tf"
     monkeypatch.setenv("XDG_CACHE_HOME", "/xdg")
-    assert registry.cache_dir() == "/xdg/bert_tf"
+    assert files.cache_dir() == "/xdg/bert_tf"
     monkeypatch.setenv("BERT_TF_CACHE", "/models")
-    assert registry.cache_dir() == "/models"
+    assert files.cache_dir() == "/models"
 
     def urls(name):
         entry = registry.lookup(name)

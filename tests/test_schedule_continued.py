@@ -9,7 +9,8 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf import checkpoints, run_pretraining
+from bert_tf import run_pretraining
+from bert_tf.checkpoints import dispatch as checkpoints
 from bert_tf.training.optimization import WarmupLinearDecay
 from tests.testing import write_pretraining_shards
 

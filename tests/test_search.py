@@ -189,8 +189,8 @@ def start_of(argv):
     trial's model as its command (argv) builds it before the first step."""
     from bert_tf.text.tokenization import BertTokenizer
     from tasks import common, driver
-    from tasks.families.glue import __main__ as glue_command
-    from tasks.families.glue.task import ClassificationConfig, ClassificationTask
+    from tasks.families.classification import __main__ as glue_command
+    from tasks.families.classification.task import ClassificationConfig, ClassificationTask
     args = glue_command.add_flags(common.parser("trial")).parse_args(argv)
     task = ClassificationTask()
     config = task.training_config(driver.resolve_paths(ClassificationConfig.from_args(args)))

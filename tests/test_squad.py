@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from bert_tf.models.task_models import BertSpanLabeler
-from tasks import squad_metrics, squad_postprocess
+from tasks.families.squad import metrics as squad_metrics
+from tasks.families.squad import postprocess as squad_postprocess
 from tasks import squad as squad_command
-from tasks.families import squad
+from tasks.families.squad import task as squad
 
 # ----------------------------------------------------------------------------- data
 
@@ -646,7 +647,7 @@ def fine_tune_minilm_and_random(minilm_dir, build_model, compile_model, train_ds
     import argparse
 
     import keras
-    from bert_tf.checkpoints import load_encoder
+    from bert_tf.checkpoints.dispatch import load_encoder
     from bert_tf.base.config import BertConfig
     from bert_tf.models.encoder import BertEncoder
     from tasks import driver

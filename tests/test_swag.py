@@ -14,7 +14,8 @@ from bert_tf.base.input_names import INPUT_NAMES
 from bert_tf.models.task_models import BertMultipleChoice
 from tasks import metrics
 from tasks import swag as swag_command
-from tasks.families import glue, swag
+from tasks.families.classification import task as glue
+from tasks.families.swag import task as swag
 
 HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
           "ending0", "ending1", "ending2", "ending3", "label"]

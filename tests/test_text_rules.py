@@ -10,7 +10,7 @@ import pytest
 
 from bert_tf.text import text_rules, words
 from bert_tf.data import inputs
-from bert_tf.data import tokenizer as offline
+from bert_tf.text import python_tokenizer as offline
 from bert_tf.text.text_rules import (NUM_CODE_POINTS, is_cjk, is_dropped, is_punctuation,
                                      is_word_break)
 
@@ -87,7 +87,7 @@ def test_offline_tokenizer_tables_equal_the_rules():
 
 def test_text_rules_and_offline_tokenizer_load_no_tensorflow():
     code = ("import sys; import bert_tf.text.text_rules, bert_tf.text.words, "
-            "bert_tf.data.tokenizer, bert_tf.data.inputs; "
+            "bert_tf.text.python_tokenizer, bert_tf.data.inputs; "
             "assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

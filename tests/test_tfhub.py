@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from bert_tf.checkpoints import detect_format, load_encoder, load_pretrainer, read_checkpoint
+from bert_tf.checkpoints.dispatch import detect_format, load_encoder, load_pretrainer, read_checkpoint
 from bert_tf.convert_checkpoint import main as convert_main
 from tests.test_model_garden import model_garden_outputs as expected
 
@@ -50,7 +50,7 @@ def test_saved_model_read_computes_what_the_saved_model_computes(kind):
 def test_model_with_mlm_gives_the_saved_models_masked_lm_logits():
     """`--export_type model_with_mlm`: the `mlm` sub-object's head, read; its logits within
     1e-5. It has no next-sentence head, so a strict load names those tensors."""
-    from bert_tf.checkpoints import CheckpointMismatchError
+    from bert_tf.checkpoints.dispatch import CheckpointMismatchError
     path = os.path.join(FIXTURES, "tfhub_mlm")
     with pytest.raises(CheckpointMismatchError, match="cls/seq_relationship/output_weights"):
         load_pretrainer(path)

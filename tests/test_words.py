@@ -1,5 +1,5 @@
 """bert_tf.text.words: where words of raw text start and end (whitespace; punctuation and CJK
-ideographs alone), the same in Python, in the graph (export.text_offsets.split_words)
+ideographs alone), the same in Python, in the graph (bert_tf.text.graph_words.split_words)
 and in google's BasicTokenizer."""
 
 import pytest
@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from bert_tf.text import words
 from bert_tf.base.corpus import docstrings, stdlib_sources
-from export import text_offsets
+from bert_tf.text import graph_words
 
 def docstring_lines(limit):
     """Real English lines: the standard library's docstrings, line by line."""
@@ -50,10 +50,10 @@ def test_words_are_cut_idempotently():
 
 def test_graph_split_equals_python():
     texts = MIXED + docstring_lines(400)
-    got, begin, end = text_offsets.split_words(
+    got, begin, end = graph_words.split_words(
         tf.constant(texts), words.separators(), words.single_character_ranges())
     rows = begin.value_rowids()                     # the word split, back to characters
-    to_char = lambda x: tf.RaggedTensor.from_value_rowids(text_offsets.byte_to_char(
+    to_char = lambda x: tf.RaggedTensor.from_value_rowids(graph_words.byte_to_char(
         tf.constant(texts), rows, x.flat_values), rows, nrows=len(texts)).to_list()
     spans = [list(zip(s, e)) for s, e in zip(to_char(begin), to_char(end))]
     assert spans == [words.word_spans(text) for text in texts]
@@ -88,6 +88,6 @@ def test_same_cut_as_google_basic_tokenizer():
     ("S-PER", 4, ["B-PER", "I-PER", "I-PER", "E-PER"]),
 ])
 def test_ner_tags_continue_over_units_and_merge_back(tag, n, expected):
-    from tasks.families import ner
+    from tasks.families.ner import task as ner
     assert ner.continue_tag(tag, n) == expected
     assert ner.word_tag(expected) == tag

@@ -32,7 +32,7 @@ SHARD_FLAGS = ["--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_fac
 def tiny(tmp_path_factory, minilm_dir):
     """A tiny pretrainer over MiniLM's vocabulary, as an HF folder, a google folder and a
     .keras file; vocabulary A (MiniLM's) and B (the same size, two words swapped)."""
-    from bert_tf import checkpoints
+    from bert_tf.checkpoints import dispatch as checkpoints
     from bert_tf.base.config import BertConfig
     from bert_tf.models.pretrainer import BertPretrainer
     root = tmp_path_factory.mktemp("tiny")
@@ -182,7 +182,7 @@ def test_a_run_on_shards_written_anew_is_not_resumed(tiny, corpus, tmp_path, cap
     assert f"removing {out}/ckpt-9_temp (an unfinished checkpoint save)" in out_lines
     assert not os.path.exists(os.path.join(out, "ckpt-9_temp"))
     # The run folder is a checkpoint: its newest ckpt-N, read with the run's vocabulary.
-    from bert_tf import checkpoints
+    from bert_tf.checkpoints import dispatch as checkpoints
     assert checkpoints.vocab_beside(out) == os.path.join(out, "google", "vocab.txt")
     ours = checkpoints.read_checkpoint(out)
     final = checkpoints.read_checkpoint(os.path.join(out, "google"))
@@ -305,7 +305,7 @@ def test_a_fine_tune_is_not_resumed_on_changed_data(tiny, tmp_path, capsys, monk
 
 READER = """
 import os, sys
-from bert_tf.checkpoints import read_checkpoint
+from bert_tf.checkpoints.dispatch import read_checkpoint
 path, stop = sys.argv[1], sys.argv[2]
 reads = failures = 0
 print("reading", flush=True)
@@ -365,7 +365,8 @@ def test_checkpoints_are_read_where_their_format_keeps_things(tiny, tmp_path, ca
     says so once, and converting back writes none (no untrained head made up)."""
     import tensorflow as tf
 
-    from bert_tf import checkpoints, convert_checkpoint, extract_features
+    from bert_tf import convert_checkpoint, extract_features
+    from bert_tf.checkpoints import dispatch as checkpoints
     preset = str(tmp_path / "preset")
     with caplog.at_level("WARNING"):
         convert_checkpoint.main([f"--input={tiny['google']}", f"--output={preset}",

@@ -298,7 +298,7 @@ def test_window_flags_of_a_run_that_cuts_its_texts_are_refused(files, capsys, mo
 # ------------------------------------------------- 2. a SQuAD v2.0 file read as v1.1
 
 def test_squad_v2_file_without_the_flag_is_refused(files, capsys):
-    from tasks.squad_data import read_squad_examples
+    from tasks.families.squad.data import read_squad_examples
     qas = files["qas"] + [{"id": "x", "question": "What colour is the cat?",
                            "answers": [], "is_impossible": True}]
     path = files["root"] / "v2.json"
@@ -325,7 +325,7 @@ def test_squad_v2_file_without_the_flag_is_refused(files, capsys):
 # ------------------------------------------------------- 3. JSONL labels of mixed kinds
 
 def test_jsonl_labels_of_mixed_json_kinds_are_refused(files, capsys):
-    from tasks.glue_data import DataError, read_custom_file
+    from tasks.families.classification.data import DataError, read_custom_file
     root = files["root"]
 
     def jsonl(name, labels):
@@ -425,7 +425,7 @@ def test_smaller_vocabulary_than_the_embedding_table_is_noted(tmp_path, capsys):
 
 def test_max_seq_length_without_room_for_the_texts_is_refused(files, tmp_path, capsys):
     from tasks import driver
-    from tasks.families import glue
+    from tasks.families.classification import task as glue
     pair = tmp_path / "pairs.tsv"
     pair.write_text("sentence\tother\tlabel\n" + "".join(
         f"good film {i}\tbad plot\t{i % 2}\n" for i in range(8)))

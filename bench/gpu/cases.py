@@ -190,7 +190,7 @@ def _write_token_ids(texts, vocab_file, path, max_pieces=None):
     """Each text's word pieces (at most `max_pieces`) between [CLS] and [SEP], one list
     per text, to `path` (JSON)."""
     from bert_tf.data.inputs import load_vocab
-    from bert_tf.data.tokenizer import CachedTokenizer
+    from bert_tf.text.python_tokenizer import CachedTokenizer
     vocab = load_vocab(vocab_file)
     ids, counts = CachedTokenizer(vocab, do_lower_case=True).tokenize_lines(texts)
     cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")

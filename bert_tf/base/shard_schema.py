@@ -1,6 +1,6 @@
 """The pretraining shards' schema, TF-free: google-research/bert's feature names, their
 lengths and dtypes, and the names our batches give them. The one definition read by the
-shard writer (data/records.py), the tf.data reader (training/data.py, which
+shard writer (data/example_codec.py), the tf.data reader (training/data.py, which
 builds its `tf.io.FixedLenFeature`s from it) and the NumPy reader (training/fit.py).
 
     input_ids, input_mask, segment_ids        int64 [max_seq_length]

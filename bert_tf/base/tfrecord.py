@@ -1,6 +1,6 @@
 """The TFRecord codec, TF-free: CRC32C, varints, tf.train.Example protobuf encode and
 decode, and TFRecord framing, with NumPy alone. The shard writer (data/) and
-the NumPy readers (training/fit.py; the shard checks of training/records.py) use it,
+the NumPy readers (training/fit.py; the shard checks of training/shard_checks.py) use it,
 so a machine without TensorFlow (create_pretraining_data's processes; Keras' JAX and
 PyTorch backends) writes and reads the shards.
 

@@ -31,9 +31,9 @@ from bert_tf.base.files import close_hdf5_files, replace_path, system_error
 from bert_tf.checkpoints.bundle import orphan_data
 from bert_tf.checkpoints.registry import resolve_checkpoint
 
-# The built-in formats, in registration order (google, hf, keras, keras_hub,
-# model_garden); a format
-# registered later is taken by every function below too (see `format_names()`).
+# The registered formats, in registration order: the built-in ones are formats/__init__.py's
+# (google, hf, keras, keras_hub, model_garden, tfhub, pretraining_run); a format registered
+# later is taken by every function below too (see `format_names()`).
 FORMATS = format_names()
 
 
@@ -41,8 +41,9 @@ FORMATS = format_names()
 
 def detect_format(path):
     """The name of the registered format `path` holds ("google", "hf", "keras",
-    "keras_hub", "model_garden" or "tfhub" among the built-in ones), tried in registration order,
-    those that look inside the files first; ValueError when it is none of them."""
+    "keras_hub", "model_garden", "tfhub" or "pretraining_run" among the built-in ones),
+    tried in registration order, those that look inside the files first; ValueError when
+    it is none of them."""
     path = os.fspath(path)
     for checkpoint_format in sorted(formats(), key=lambda f: not f.looks_inside):
         if checkpoint_format.detect(path):

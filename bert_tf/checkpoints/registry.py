@@ -70,7 +70,7 @@ import zlib
 from bert_tf.checkpoints.formats.core import GOOGLE_CONFIG_NAME, HF_CONFIG_NAME, VOCAB_NAME
 from bert_tf.checkpoints.formats.google import GOOGLE_CKPT_NAME
 from bert_tf.checkpoints.formats.hf import HF_WEIGHTS_NAME, safetensors_header
-from bert_tf.base.files import cache_dir, file_sha256  # noqa: F401  (registry.cache_dir: its cache)
+from bert_tf.base.files import cache_dir, file_sha256
 
 GOOGLE_ZIP = "google zip"   # one zip of a TF1 checkpoint, unpacked into the cache
 MODEL_GARDEN_TAR = "model garden tar.gz"  # one tar.gz of a TF2 checkpoint, unpacked

@@ -2,7 +2,7 @@
 TFRecord bytes in a part file, and counts for the summary: `run_job`, what a worker process
 (worker.py) and, when the workers are busy, the main process run for each block.
 
-Nothing here imports TensorFlow (tokenizer.py says why).
+Nothing here imports TensorFlow (bert_tf/text/python_tokenizer.py says why).
 """
 
 import collections
@@ -13,9 +13,9 @@ import zlib
 import numpy as np
 
 from bert_tf.data import instances as instances_lib
-from bert_tf.data import masking, records, segmenters, storage
+from bert_tf.data import example_codec, masking, segmenters, storage
 from bert_tf.data.inputs import decode, load_vocab, parse_documents, read_block
-from bert_tf.data.tokenizer import CachedTokenizer
+from bert_tf.text.python_tokenizer import CachedTokenizer
 from bert_tf.text.text_rules import CLS_TOKEN, CONTINUATION_PREFIX, MASK_TOKEN, SEP_TOKEN
 from bert_tf.base.shard_schema import FEATURES, WORD_CONTINUES
 from bert_tf.base.tfrecord import frame_records
@@ -195,7 +195,7 @@ def _write_examples(part_path, settings, res, tokens, inst, order, np_rng, stats
         if marks is not None and settings.masking == "none":
             # For dynamic whole-word masking (shard_schema.WORD_CONTINUES).
             features[WORD_CONTINUES.name] = marks
-        pending.append(records.encode_unframed(features))
+        pending.append(example_codec.encode_unframed(features))
         lengths.append(pending[-1][1])
     # A framed record is its data and 16 bytes: each piece's bytes, from its rows'.
     framed_bytes = np.concatenate(lengths) + 16 if lengths else np.zeros(0, np.int64)

@@ -9,7 +9,7 @@
 
 `run(args)` does all three. `args`: the command's flags as attributes (an
 argparse.Namespace, or any object with the same names). No numpy in this process until it
-works on a block itself (tokenizer.py says why the main process stays small).
+works on a block itself (bert_tf/text/python_tokenizer.py says why the main process stays small).
 """
 
 import collections

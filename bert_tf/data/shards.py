@@ -2,7 +2,7 @@
 which deals each finished block's pieces to the shards in input order and renames the
 shards into place when the last block is in, with what a stopped run needs to go on
 (`save_progress`, `read_progress`). No numpy here: this runs in the command's main
-process, which stays small (tokenizer.py says why).
+process, which stays small (bert_tf/text/python_tokenizer.py says why).
 """
 
 import collections

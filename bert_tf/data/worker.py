@@ -3,7 +3,7 @@ counts.
 
     python -m bert_tf.data.worker    # started by pool.WorkerPool
 
-Nothing here imports TensorFlow (tokenizer.py says why).
+Nothing here imports TensorFlow (bert_tf/text/python_tokenizer.py says why).
 """
 
 import os

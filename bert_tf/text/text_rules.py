@@ -1,7 +1,7 @@
 """google-research/bert's text rules and the vocabulary file, in plain Python (no TensorFlow).
 
 Every tokenizer here follows the same rules: the graph tokenizer (`bert_tf.text.tokenization`),
-the offline one of the data script (`bert_tf.data.tokenizer`, which must not
+the offline one of the data script (`bert_tf.text.python_tokenizer`, which must not
 load TensorFlow), the word cutter of NER (`bert_tf.text.words`) and the vocabulary learner
 (`bert_tf.text.wordpiece_learner`). Each rule is defined here once, as google's
 `tokenization.py` defines it:

@@ -17,7 +17,7 @@ used here, computed on the original characters so that spans are exact:
   until one of the above.
 
 Cutting is idempotent: the words of a word are the word itself. tasks/families/ner/ cuts
-file words and raw texts with `word_spans`; export/text_offsets.py does the same in the graph
+file words and raw texts with `word_spans`; bert_tf/text/graph_words.py does the same in the graph
 from `SEPARATORS` and `single_character_ranges()`.
 
     word_spans("我在北京工作, Paris.")

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.base import file_patterns, shard_schema
-from bert_tf.training import records
+from bert_tf.training import shard_checks
 from bert_tf.base.tfrecord import parse_example
 
 # tf.io.gfile's calls: the shards may lie on gs://, s3://, hdfs://.
@@ -52,7 +52,7 @@ class DamagedShard:
     path: str
     offsets: np.ndarray   # [intact records] int64, byte offset of each record's data
     lengths: np.ndarray   # [intact records] int64
-    skipped: tuple        # records.RecordError of each damaged record
+    skipped: tuple        # shard_checks.RecordError of each damaged record
 
 
 def check_shards(files, max_seq_length, max_predictions_per_seq,
@@ -81,7 +81,7 @@ def check_shards(files, max_seq_length, max_predictions_per_seq,
             if skip_corrupt_records:
                 shard = _scan_for_damage(path)
                 if shard is None:
-                    offset, data = 0, records.first_record(path)
+                    offset, data = 0, shard_checks.first_record(path)
                 else:
                     damaged[path] = shard
                     if not len(shard.offsets):
@@ -92,9 +92,9 @@ def check_shards(files, max_seq_length, max_predictions_per_seq,
                         f.seek(offset + 12)
                         data = f.read(int(shard.lengths[0]))
             else:
-                data, offset = records.first_record(path), 0
-                records.check_tail(path)
-        except records.RecordError as e:
+                data, offset = shard_checks.first_record(path), 0
+                shard_checks.check_tail(path)
+        except shard_checks.RecordError as e:
             raise ValueError(f"{e}; {SKIP_ADVICE}" if e.skippable else str(e)) from None
         features = _check_example(path, offset, data, max_seq_length,
                                   max_predictions_per_seq)
@@ -120,7 +120,7 @@ def has_word_marks(files):
     create_pretraining_data --chinese_word_segmenter --masking=none writes), from each
     one's first record; ValueError naming one of each when some do and some do not."""
     found = {path: shard_schema.WORD_CONTINUES.name in parse_example(
-        memoryview(records.first_record(path))) for path in files}
+        memoryview(shard_checks.first_record(path))) for path in files}
     if len(set(found.values())) > 1:
         with_marks = next(p for p, marked in found.items() if marked)
         without = next(p for p, marked in found.items() if not marked)
@@ -137,10 +137,10 @@ def _scan_for_damage(path):
     try:
         for _ in tf.data.TFRecordDataset(path, buffer_size=16 << 20).batch(1 << 16):
             pass
-        records.check_tail(path)
+        shard_checks.check_tail(path)
         return None
-    except (tf.errors.DataLossError, records.RecordError):
-        offsets, lengths, skipped = records.scan_records(path)
+    except (tf.errors.DataLossError, shard_checks.RecordError):
+        offsets, lengths, skipped = shard_checks.scan_records(path)
         return DamagedShard(path, offsets, lengths, tuple(skipped))
 
 
@@ -181,9 +181,9 @@ def _check_example(path, offset, data, max_seq_length, max_predictions_per_seq):
 def data_loss_error(error, files):
     """The one-line ValueError for a tf.errors.DataLossError met while reading `files`.
     TensorFlow says "corrupted record at N" without the file; the record is found
-    afterwards (records.locate_damage) and named with the user's two ways out."""
+    afterwards (shard_checks.locate_damage) and named with the user's two ways out."""
     match = re.search(r"(?:corrupted|truncated) record at (\d+)", error.message)
-    damage = records.locate_damage(files, int(match.group(1))) if match else None
+    damage = shard_checks.locate_damage(files, int(match.group(1))) if match else None
     if damage is None:
         return ValueError(f"a shard is damaged but could not be found (TensorFlow: "
                           f"{' '.join(error.message.split())[:200]}); {SKIP_ADVICE}")

@@ -12,10 +12,10 @@ from tasks.task import FAMILIES
 # Name (export.saved_model's --task, the run directory's family) -> its module, in --task's
 # order.
 REGISTRY = {
-    "classification": "tasks.families.glue",
-    "swag": "tasks.families.swag",
-    "ner": "tasks.families.ner",
-    "squad": "tasks.families.squad",
+    "classification": "tasks.families.classification.task",
+    "swag": "tasks.families.swag.task",
+    "ner": "tasks.families.ner.task",
+    "squad": "tasks.families.squad.task",
     "multilabel": "tasks.families.multilabel.task",
 }
 

@@ -5,7 +5,7 @@ checkpoint by content), checked on every rerun so that a search never mixes tria
 grids, two data sets or two checkpoints.
 
     grid = parse_grid(["learning_rate=5e-5,3e-5;train_batch_size=16,32"])
-    plan = Plan(family="classification", command="tasks.families.glue", flags=[...],
+    plan = Plan(family="classification", command="tasks.families.classification", flags=[...],
                 grid=grid, restarts=5, seed=12345, ...)
     plan.trial_argv(setting, restart, run_dir)      # the family's flags for one trial
 """

@@ -1,9 +1,4 @@
 """Named-entity recognition on CoNLL files: the family in one folder. `data.py` (the
 reader: a file's words cut into units, their tags), `task.py` (first-piece labelling,
 model, predictions, `NerTask`), `serving.py` (`NerModule`, its export) and `__main__.py`
-(its command: `python -m tasks.families.ner`, or `python -m tasks.ner`). The family's
-names are here too, as `tasks.families.ner.<name>`."""
-
-from tasks.families.ner.task import *  # noqa: F401,F403  (the family's names)
-from tasks.families.ner.task import (ConllFile, NerConfig, NerModule, NerTask,  # noqa: F401
-                                     Sentence)
+(its command: `python -m tasks.families.ner`, or `python -m tasks.ner`)."""

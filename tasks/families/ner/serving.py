@@ -10,7 +10,7 @@ task.py does in Python (split_words, create_features, word_tags, entities):
    consecutive parts), each packed [CLS] pieces [SEP]: long texts are read whole;
 4. each word's tag = argmax of the logits at its first piece, in the window where it has
    the most context (google's SQuAD rule: bert_tf/text/windows.py's `max_context`);
-5. entities from the word tags with conlleval's chunk rules (bert_tf/text/conlleval.py), their
+5. entities from the word tags with conlleval's chunk rules (tasks/families/ner/conlleval.py), their
    characters from the first word's start to the last word's end.
 
 Outputs are dense, as TF Serving returns them: label, text [batch, max entities]
@@ -23,18 +23,18 @@ import tensorflow as tf
 
 from bert_tf.text import words
 from bert_tf.text.batching import run_by_length
-from export import text_offsets
+from bert_tf.text import graph_words
 from export.limits import MAX_TEXT_BYTES
 from export.serving import ServingModule, float32
 
 
 def chunk_tables(labels):
-    """conlleval's chunk decisions between every two tags, read off bert_tf.text.conlleval.chunks
+    """conlleval's chunk decisions between every two tags, read off tasks.families.ner.conlleval.chunks
     itself: (starts, ends, types) with starts/ends bool [K + 1, K + 1] indexed [previous
     tag, tag] (index K = the sentence boundary, an "O") and types [K + 1] the chunk type of
     each tag. starts[a, b]: a chunk starts at b after a; ends[a, b]: a chunk that is open
     at a ends before b."""
-    from bert_tf.text import conlleval
+    from tasks.families.ner import conlleval
     names = list(labels) + ["O"]
     k = len(names)
     starts = np.zeros([k, k], bool)
@@ -61,7 +61,7 @@ def chunk_spans(tags, row_splits, starts, ends, boundary):
     tags = tf.cast(tags, tf.int64)
     n = tf.size(tags, out_type=tf.int64)
     index = tf.range(n)
-    rows = text_offsets.row_ids(row_splits)
+    rows = graph_words.row_ids(row_splits)
     first_in_row = tf.equal(index, tf.gather(row_splits, rows))
     boundary = tf.constant(boundary, tf.int64)
     previous = tf.where(first_in_row, boundary, tf.concat([[boundary], tags], 0)[:-1])
@@ -109,7 +109,7 @@ class NerModule(ServingModule):
 
     def outputs_from_text(self, text):
         room = self.packer.seq_length - 2
-        text_words, begin, end = text_offsets.split_words(text, self.separators,
+        text_words, begin, end = graph_words.split_words(text, self.separators,
                                                           self.single_ranges)
         text_words = text_words.with_row_splits_dtype(tf.int64)
         word_splits = text_words.row_splits                                # [batch + 1]
@@ -144,19 +144,19 @@ class NerModule(ServingModule):
         first, last = chunk_spans(tags, word_splits, self.chunk_starts, self.chunk_ends,
                                   self.boundary)
         last = last - 1                                                    # inclusive
-        rows = tf.gather(text_offsets.row_ids(word_splits), first)         # [E]
+        rows = tf.gather(graph_words.row_ids(word_splits), first)         # [E]
         start_byte, end_byte = tf.gather(begin, first), tf.gather(end, last)
         nrows = tf.shape(text, out_type=tf.int64)[0]
         as_int32 = lambda x: tf.cast(x, tf.int32)
         return {
-            "label": text_offsets.pad_rows(
+            "label": graph_words.pad_rows(
                 tf.gather(self.chunk_types, tf.gather(tags, last)), rows, nrows, ""),
-            "text": text_offsets.pad_rows(
-                text_offsets.substrings(text, rows, start_byte, end_byte), rows, nrows, ""),
-            "start_char": as_int32(text_offsets.pad_rows(
-                text_offsets.byte_to_char(text, rows, start_byte), rows, nrows, -1)),
-            "end_char": as_int32(text_offsets.pad_rows(
-                text_offsets.byte_to_char(text, rows, end_byte), rows, nrows, -1)),
+            "text": graph_words.pad_rows(
+                graph_words.substrings(text, rows, start_byte, end_byte), rows, nrows, ""),
+            "start_char": as_int32(graph_words.pad_rows(
+                graph_words.byte_to_char(text, rows, start_byte), rows, nrows, -1)),
+            "end_char": as_int32(graph_words.pad_rows(
+                graph_words.byte_to_char(text, rows, end_byte), rows, nrows, -1)),
             "num_entities": as_int32(tf.math.bincount(
                 as_int32(rows), minlength=as_int32(nrows), maxlength=as_int32(nrows))),
         }

@@ -32,7 +32,7 @@ window unless said; recorded for later runs and the export): training learns fro
 window, and prediction reads each unit in the window where it has the most context
 (google's SQuAD rule: bert_tf/text/windows.py).
 
-Scores are conlleval's entity-level P/R/F1 (bert_tf/text/conlleval.py) on the file's words.
+Scores are conlleval's entity-level P/R/F1 (tasks/families/ner/conlleval.py) on the file's words.
 --do_predict writes `predictions.txt`: every input line with the predicted tag appended
 (so the gold and the prediction are the last two columns, conlleval's input format).
 
@@ -68,7 +68,7 @@ from bert_tf.base.files import atomic_write
 from bert_tf.models.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS, FEATURE_HEADS,
                                         FEATURE_LAYERS)
 from bert_tf.models.task_models import BertTokenClassifier, loss_scaled
-from bert_tf.text import conlleval
+from tasks.families.ner import conlleval
 from bert_tf.text.packing import pack_row
 from bert_tf.text.windows import (check_doc_stride, default_doc_stride,  # noqa: F401
                                   max_context, windows)  # (as ner.<name> too)

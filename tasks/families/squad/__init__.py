@@ -2,9 +2,4 @@
 (the reader and windowed features with character offsets), `postprocess.py` (windows,
 max context, answer decoding), `metrics.py` (the official EM/F1), `task.py` (span model,
 training, prediction, `SquadTask`), `serving.py` (`SquadModule`, its export) and
-`__main__.py` (its command: `python -m tasks.families.squad`, or `python -m tasks.squad`).
-The family's names are here too, as `tasks.families.squad.<name>`."""
-
-from tasks.families.squad.task import *  # noqa: F401,F403  (the family's names)
-from tasks.families.squad.task import (DEFAULTS, SquadConfig, SquadExample,  # noqa: F401
-                                       SquadModule, SquadTask)
+`__main__.py` (its command: `python -m tasks.families.squad`, or `python -m tasks.squad`)."""

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from bert_tf.text.batching import run_by_length
 from bert_tf.text.words import SQUAD_WHITESPACE
-from export import text_offsets
+from bert_tf.text import graph_words
 from export.limits import MAX_TEXT_BYTES
 from export.request_checks import check_same_batch
 from export.serving import ServingModule, float32
@@ -86,11 +86,11 @@ class SquadModule(ServingModule):
         query = t(question).with_row_splits_dtype(tf.int64)[:, :self.max_query_length]
         query_length = query.row_lengths()                                 # [batch]
 
-        words, word_begin, _ = text_offsets.split_words(context, self.whitespace)
+        words, word_begin, _ = graph_words.split_words(context, self.whitespace)
         words = words.with_row_splits_dtype(tf.int64)
         pieces, piece_begin, piece_end = t.tokenize_with_offsets(words.flat_values)
         pieces = pieces.with_row_splits_dtype(tf.int64)                    # [W, (pieces)]
-        piece_word = text_offsets.row_ids(pieces.row_splits)               # [P]
+        piece_word = graph_words.row_ids(pieces.row_splits)               # [P]
         base = tf.gather(word_begin.flat_values, piece_word)
         piece_bytes = (base + piece_begin.flat_values, base + piece_end.flat_values)
         doc_splits = tf.gather(pieces.row_splits, words.row_splits)        # [batch + 1]
@@ -103,7 +103,7 @@ class SquadModule(ServingModule):
         extra = tf.maximum(num_doc - max_doc, 0)
         count = tf.where(num_doc > 0, 1 + (extra + step - 1) // step, 0)  # [batch]
         window_splits = tf.concat([[0], tf.cumsum(count)], 0)
-        example = text_offsets.row_ids(window_splits)                      # [N]
+        example = graph_words.row_ids(window_splits)                      # [N]
         n = tf.size(example, out_type=tf.int64)
         window_start = (tf.range(n) - tf.gather(window_splits, example)) * \
             tf.gather(step, example)                                       # [N] pieces
@@ -193,9 +193,9 @@ class SquadModule(ServingModule):
         start_byte = _gather_or(w["piece_bytes"][0], piece_of(start), has_answer, 0)
         end_byte = _gather_or(w["piece_bytes"][1], piece_of(end), has_answer, 0)
         rows = tf.range(batch)
-        answer = text_offsets.substrings(context, rows, start_byte, end_byte)
-        start_char = text_offsets.byte_to_char(context, rows, start_byte)
-        end_char = text_offsets.byte_to_char(context, rows, end_byte)
+        answer = graph_words.substrings(context, rows, start_byte, end_byte)
+        start_char = graph_words.byte_to_char(context, rows, start_byte)
+        end_char = graph_words.byte_to_char(context, rows, end_byte)
         score = tf.where(has_answer, best, neg_inf)
 
         outputs = {}

@@ -128,7 +128,7 @@ class MultipleChoicePreprocessor(BertPreprocessor):
 def make_dataset(examples, preprocessor, batch_size, training=False, seed=0,
                  length_batching="off"):
     """tf.data of (inputs [B, C, L], {"logits": label}[, {"logits": weight}]), as
-    tasks.families.glue.make_dataset: training batches are shuffled and repeated; evaluation ones
+    tasks.families.classification.task.make_dataset: training batches are shuffled and repeated; evaluation ones
     padded to whole batches with weight-0 examples."""
     n = len(examples)
     contexts = [e.context for e in examples]

@@ -43,12 +43,12 @@ from bert_tf.base.files import atomic_write
 from bert_tf.text.preprocessor import BertPreprocessor
 from tasks import driver, metrics, text_inputs
 from tasks.task import Task, family
-# The readers, as tasks.families.glue.<name> too (Example: what they return).
-from tasks.families.glue.data import (GLUE_TASKS, TASK_NAMES, DataError,  # noqa: F401
+# The readers, as tasks.families.classification.<name> too (Example: what they return).
+from tasks.families.classification.data import (GLUE_TASKS, TASK_NAMES, DataError,  # noqa: F401
                                       Example, finish_report, glue_split_path,
                                       label_names_from, read_custom_file, read_glue_tfds,
                                       read_glue_tsv, tfds_dataset_dir)
-from tasks.families.glue.serving import ClassifierModule
+from tasks.families.classification.serving import ClassifierModule
 from tasks.keras_metrics import ConfusionMatrixMetric, PearsonMetric
 from tasks.outputs import predict_outputs, softmax
 

@@ -1,7 +1,7 @@
 """The shards' records: a batch of masked examples -> tf.train.Examples with google's
 feature names (bert_tf/base/shard_schema.py), encoded by the TF-free TFRecord codec
 (bert_tf/base/tfrecord.py), byte-identical to TensorFlow's writers. NumPy only, no TensorFlow
-(see tokenizer.py for why that matters).
+(bert_tf/text/python_tokenizer.py says why that matters).
 """
 
 from bert_tf.base import shard_schema, tfrecord

@@ -1,4 +1,4 @@
-"""`python -m tasks.glue` (or `python -m tasks.families.glue`): fine-tune, evaluate and
+"""`python -m tasks.glue` (or `python -m tasks.families.classification`): fine-tune, evaluate and
 predict GLUE tasks or the user's sentence (pair) classification / regression files.
 Flags -> ClassificationConfig -> tasks/driver.py; the family (model, metrics,
 ClassificationTask) is task.py beside this, whose docstring describes the data and what a
@@ -12,7 +12,7 @@ run writes.
 """
 
 from tasks import common, text_inputs
-from tasks.families.glue.task import TASK_NAMES, ClassificationConfig, ClassificationTask
+from tasks.families.classification.task import TASK_NAMES, ClassificationConfig, ClassificationTask
 
 # Help texts in --help's order; defaults and types are ClassificationConfig's fields.
 FLAGS = {
