@@ -21,6 +21,10 @@ epochs, AdamW with 10% warmup and weight decay 0.01 on both sides.
              test accuracy is recorded as it ends (never used to choose).
 
     python bench/search.py --restarts 3
+
+--work_dir keeps the folder (the sets, the search's run folders, HF's output) and reuses
+it: a second run finds the search complete (tasks.search keeps complete trials) and
+runs what is left, e.g. HF's search after an interrupted run.
 """
 
 import argparse
@@ -103,11 +107,13 @@ def score_on_test(out, rows, test_file):
                   encoding="utf-8") as f:
             argv = json.load(f)["argv"]
         target = os.path.join(out, "bench_test", f"trial_{row['trial']}")
-        copy_run(row["run_dir"], target)
-        keep = [a for a in argv if not a.startswith(("--output_dir=", "--do_"))]
-        subprocess.run(keep + [f"--output_dir={target}", "--do_eval=true",
-                               f"--dev_file={test_file}"], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if not os.path.exists(os.path.join(target, "eval_results.txt")):   # --work_dir's
+            shutil.rmtree(target, ignore_errors=True)
+            copy_run(row["run_dir"], target)
+            keep = [a for a in argv if not a.startswith(("--output_dir=", "--do_"))]
+            subprocess.run(keep + [f"--output_dir={target}", "--do_eval=true",
+                                   f"--dev_file={test_file}"], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         scores[row["trial"]] = read_results(
             os.path.join(target, "eval_results.txt"))["eval_accuracy"]
     return scores
@@ -190,8 +196,12 @@ def main():
     parser.add_argument("--dev", type=int, default=20, help="dev sentences a package")
     parser.add_argument("--test", type=int, default=30, help="test sentences a package")
     parser.add_argument("--skip_hf", action="store_true")
+    parser.add_argument("--work_dir", default=None,
+                        help="a folder kept and reused by a later run (default: a temporary "
+                             "one, removed at the end)")
     args = parser.parse_args()
-    work = tempfile.mkdtemp(prefix="bench_search_")
+    work = args.work_dir or tempfile.mkdtemp(prefix="bench_search_")
+    os.makedirs(work, exist_ok=True)
     try:
         minilm = minilm_dir()
         paths, sets = write_sets(work, args.train, args.dev, args.test)
@@ -242,7 +252,8 @@ def main():
         write_section(NAME, body)
         print(body)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.work_dir:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def section(args, sets, table, settings, below_dev, default_dev, below_test, default_test,
