@@ -216,11 +216,14 @@ def main():
         below_dev = sum(v < statistics.mean(chosen_dev) for v in default_dev)
         below_test = sum(v < statistics.mean(chosen_test) for v in default_test.values())
         single_seconds = statistics.mean(r["seconds"] for r in default)
+        trial_seconds = sum(r["seconds"] for r in report["trials"])
         table = [
             ["tasks.search: the chosen setting", f"lr {chosen['setting']['learning_rate']}",
              pm(chosen_dev), pm(chosen_test),
-             f"{seconds / 60:.1f} min (the whole search: {len(rows)} trials, "
-             f"{len(chosen['trials'])} test scorings)"],
+             (f"{seconds / 60:.1f} min (the whole search: {len(rows)} trials, "
+              f"{len(chosen['trials'])} test scorings)") if seconds >= trial_seconds else
+             (f"{trial_seconds / 60:.1f} min (its {len(rows)} trials' own times, summed: "
+              f"the search was resumed from --work_dir)")],
             ["one run at the default setting", f"lr {DEFAULT_LR}", pm(default_dev),
              pm(list(default_test.values())), f"{single_seconds:.0f} s a run"],
         ]
