@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from tests import TESTS
+
 # xdist's workers share the machine's cores (pytest.ini: 2 workers): each worker's
 # TensorFlow, and the commands it starts, get their share of intra-op threads instead of
 # one per core each, which left two processes' pools contending for every core.
@@ -75,15 +77,20 @@ def minilm_dir():
     return gt.get_model_path()
 
 
-# The files that take longest (CPU seconds of a full run on the 2-core CI machine), first:
+# The files that take longest (CPU seconds of a full run on the 2-core CI machine), first,
+# by their path under tests/:
 # pytest.ini hands whole files to the two workers in collection order, so starting with
 # the long ones keeps a long file from starting last while the other worker sits idle.
-LONGEST_FIRST = ("test_export_tasks.py", "test_search.py", "test_pretraining.py", "test_glue.py", "test_ner.py",
-                 "test_multilabel.py", "test_finetune_resume.py", "test_squad.py", "test_backends.py", "test_api.py",
-                 "test_export.py", "test_ner_features.py", "test_swag.py",
-                 "test_serving_limits.py", "test_fuzz.py", "test_driver.py",
-                 "test_pretraining_preemption.py", "test_keras_hub.py",
-                 "test_dynamic_masking.py")
+LONGEST_FIRST = ("export/test_export_tasks.py", "tasks/test_search.py",
+                 "training/test_pretraining.py",
+                 "families/classification/test_classification.py",
+                 "families/ner/test_ner.py", "families/multilabel/test_multilabel.py",
+                 "tasks/test_resume.py", "families/squad/test_squad.py",
+                 "models/test_backends.py", "test_api.py", "export/test_saved_model.py",
+                 "tasks/test_frozen_features.py", "families/swag/test_swag.py",
+                 "export/test_limits.py", "workflows/test_fuzz.py", "tasks/test_driver.py",
+                 "training/test_pretraining_preemption.py",
+                 "checkpoints/test_keras_hub.py", "training/test_dynamic_masking.py")
 
 
 # The test tiers (tests/README.md). DURATIONS records each test's seconds on the 2-core CI
@@ -137,7 +144,8 @@ def pytest_collection_modifyitems(session, config, items):
     """Files in LONGEST_FIRST come first, in its order; the rest keep theirs. Marks the
     fast tier."""
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable sort
+    items.sort(key=lambda item: rank.get(  # stable sort
+        item.path.relative_to(TESTS).as_posix(), len(rank)))
     for item in fast_items(items, recorded_durations()):
         item.add_marker(pytest.mark.fast)
 
