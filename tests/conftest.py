@@ -22,7 +22,7 @@ def pytest_configure(config):
     """The processes the tests start run tests/runtime_site/sitecustomize.py first: the
     test extra's JAX and scikit-learn hidden, as a runtime-only install has them. Set in
     the process that runs the tests (an xdist worker, or pytest itself with -n 0), not in
-    xdist's controller, whose children are the workers (tests/test_metrics.py uses
+    xdist's controller, whose children are the workers (tests/tasks/test_metrics.py uses
     scikit-learn there)."""
     if not hasattr(config, "workerinput") and config.getoption("numprocesses", None):
         return

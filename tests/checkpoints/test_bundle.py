@@ -1,6 +1,6 @@
 """bert_tf/checkpoints/bundle.py: TensorFlow's checkpoint index read without TensorFlow,
 on Model Garden's committed checkpoints (tests/fixtures/model_garden/). The damaged files
-through every command are rows of tests/test_fuzz.py."""
+through every command are rows of tests/workflows/test_fuzz.py."""
 
 import os
 import shutil

@@ -3,7 +3,7 @@ weights through oneDNN's u8 x s8 kernel. The kernel computes exactly ONNX Runtim
 dynamic scheme (checked against the scheme in NumPy), its error against float32 is that of
 the quantization; the export answers close to the float32 model, holds the quantized
 matmuls and no weight variables, and without oneDNN it fails instead of answering.
-(tests/test_export_tasks.py's C-API test loads an int8 export as TF Serving does.)"""
+(tests/export/test_export_tasks.py's C-API test loads an int8 export as TF Serving does.)"""
 
 import os
 import subprocess

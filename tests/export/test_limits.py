@@ -4,7 +4,7 @@ fresh process that imports only tensorflow and tensorflow_text (TF Serving's vie
 refuse a longer one; bad shapes and out-of-range ids fail with one InvalidArgument error
 naming the input, before any other op meets them.
 
-The exports are the tiny task models of tests/test_export_tasks.py at the sequence
+The exports are the tiny task models of tests/export/test_export_tasks.py at the sequence
 length and stride where the unbounded memory was first seen (seq 48, SQuAD stride 16).
 """
 

@@ -84,7 +84,7 @@ def test_outputs_equal_across_backends_on_the_same_weights(runs):
 
 
 def test_minilm_matches_transformers_on_every_backend(runs, minilm):  # noqa: F811
-    """The MiniLM parity test (tests/test_checkpoints.py) on each backend."""
+    """The MiniLM parity test (tests/checkpoints/test_dispatch.py) on each backend."""
     _, results = runs
     for backend, result in results.items():
         for key, reference in (("sequence_output", minilm["hidden"]),

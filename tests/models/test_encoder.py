@@ -107,7 +107,7 @@ def test_attention_implementation_is_checked_and_set_on_every_block():
     enc.set_attention_implementation("fused")
     assert {b.attention_implementation for b in enc.blocks} == {"fused"}
     # TensorFlow has no fused kernel: the blocks' own ops, the same numbers
-    # (the other backends' kernels: tests/test_backends.py).
+    # (the other backends' kernels: tests/models/test_backends.py).
     np.testing.assert_array_equal(enc(inputs)["sequence_output"].numpy(), plain)
     seeds = [b.fused_dropout_seed for b in enc.blocks]
     assert len(set(seeds)) == len(seeds) and None not in seeds  # a seed per block

@@ -91,7 +91,7 @@ def test_bilstm_head_ignores_padding_round_trips_and_exports(tmp_path, minilm_di
     texts cut in parts, sub-batches by length, all in the graph) finds the entities the Keras model and
     tasks.ner's Python path find. The module's text function is traced, not saved (a
     SavedModel save and load of it took about 20 s on 2 shared cores;
-    tests/test_export_tasks.py saves and loads the same module over the default head)."""
+    tests/export/test_export_tasks.py saves and loads the same module over the default head)."""
     import keras
     import tensorflow as tf
 
@@ -385,7 +385,7 @@ def compare_choices(minilm_dir, workdir, heads=("linear",), lstm_units=768, epoc
     """Entity F1 on held-out sentences of every FEATURE_LAYERS choice with each head of
     `heads`, from frozen MiniLM; with random_init, also of the default choice
     (concat_last_four, linear) on a randomly initialised encoder of MiniLM's shape.
-    tests/test_ner.py's small CoNLL set (320 training sentences, 80 held out with unseen
+    tests/families/ner/test_ner.py's small CoNLL set (320 training sentences, 80 held out with unseen
     names; length 16), the driver's AdamW and schedule, batches of 16, the same seed for
     every head.
 

@@ -321,7 +321,7 @@ def test_no_checkpoint_is_written_after_a_diverged_update(tmp_path, shards, conf
     """Resumed with a learning rate that overflows float32: step 3's loss and gradient are
     finite (computed before its update), its update is not. Nothing is saved after
     ckpt-2, and the line names ckpt-2 as the last good checkpoint. (A resume with another
-    --learning_rate is refused by run_pretraining's settings check, tests/test_workflows.py;
+    --learning_rate is refused by run_pretraining's settings check, tests/workflows/test_workflows.py;
     that check is bypassed here, in-process, so that the update can diverge.)"""
     from bert_tf import run_pretraining
     out = str(tmp_path / "run")

@@ -7,7 +7,7 @@ expected), no traceback, nothing under the output name and no temporary file lef
 anywhere. An accepted row (a CRLF file behind a BOM, one 5 MB line) asserts exit 0 and,
 where the command's output is cheap to compare, the same output as the clean input's.
 
-The full and read-only output directories are in tests/test_full_disk.py (they need a
+The full and read-only output directories are in tests/workflows/test_full_disk.py (they need a
 tmpfs mount)."""
 
 import importlib
@@ -573,7 +573,7 @@ def test_row(name, ns, tmp_path, request):
 def test_ctrl_c_is_one_line_and_status_130(capsys):
     """Ctrl-C inside any command's work (the shared run_main): one line, exit status 130,
     no KeyboardInterrupt traceback. (run_pretraining saves a checkpoint first:
-    tests/test_pretraining.py.)"""
+    tests/training/test_pretraining.py.)"""
     from bert_tf.base.cli import run_main
 
     def work(args):

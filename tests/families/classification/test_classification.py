@@ -932,7 +932,7 @@ def test_length_batching_keeps_held_out_accuracy(topic_run):
     """The topic classifier from MiniLM at max_seq_length 64 (the sentences take 8-16
     pieces): batches grouped by length and cut to their longest (sort and bucket) reach
     the held-out accuracy of batches padded to 64 (google's way) on this easy set. The
-    default (longest) trains on off's batches (tests/test_batching.py); grouping can
+    default (longest) trains on off's batches (tests/text/test_batching.py); grouping can
     cost accuracy on small templated sets (docs/benchmarks.md)."""
     run, held_out = topic_run
     accuracy = {}
