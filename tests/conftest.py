@@ -1,12 +1,11 @@
-"""Session fixtures shared by the test files: the embedded corpus and the MiniLM weights."""
+"""Session fixtures shared by the test files: the embedded corpus, the MiniLM weights, and
+the task families' tiny runs and exports; the test tiers (durations.json)."""
 
 import fcntl
 import json
 import os
 
 import pytest
-
-from tests import TESTS
 
 # xdist's workers share the machine's cores (pytest.ini: 2 workers): each worker's
 # TensorFlow, and the commands it starts, get their share of intra-op threads instead of
@@ -77,20 +76,117 @@ def minilm_dir():
     return gt.get_model_path()
 
 
-# The files that take longest (CPU seconds of a full run on the 2-core CI machine), first,
-# by their path under tests/:
-# pytest.ini hands whole files to the two workers in collection order, so starting with
-# the long ones keeps a long file from starting last while the other worker sits idle.
-LONGEST_FIRST = ("export/test_export_tasks.py", "tasks/test_search.py",
-                 "training/test_pretraining.py",
-                 "families/classification/test_classification.py",
-                 "families/ner/test_ner.py", "families/multilabel/test_multilabel.py",
-                 "tasks/test_resume.py", "families/squad/test_squad.py",
-                 "models/test_backends.py", "test_api.py", "export/test_saved_model.py",
-                 "tasks/test_frozen_features.py", "families/swag/test_swag.py",
-                 "export/test_limits.py", "workflows/test_fuzz.py", "tasks/test_driver.py",
-                 "training/test_pretraining_preemption.py",
-                 "checkpoints/test_keras_hub.py", "training/test_dynamic_masking.py")
+# Tiny fine-tuning runs of every task family and their exports (tests/task_runs.py), built
+# once per test session (per xdist worker): each family's serving tests
+# (tests/families/*/test_serving.py) and every family's exports together
+# (tests/export/test_export_tasks.py) use the same ones. A SavedModel save costs seconds.
+
+@pytest.fixture(scope="session")
+def classifier_runs(tmp_path_factory):
+    """A pair classifier and a single-text regressor, both exported."""
+    from bert_tf.models.task_models import BertClassifier
+    from export.saved_model import build_module, export
+    from tests.task_runs import make_run_dir, pair_classifier_run, traced
+    root = tmp_path_factory.mktemp("classification")
+    pair = pair_classifier_run(str(root / "run_pair"))
+    single = make_run_dir(str(root / "run_single"), "glue", {
+        "task": "glue", "task_name": "stsb", "labels": None, "regression": True,
+        "num_classes": 1, "text_inputs": ["text_a"], "dropout": None},
+        lambda e: BertClassifier(e, 1, output_bias=2.5), seed=2)
+    # The regressor's signatures are called as traced, unsaved (a save costs seconds; the
+    # pair model covers saving and loading).
+    return {"pair": (pair, export(build_module("classification", pair, None, True),
+                                  str(root / "models" / "pair"))),
+            "single": (single, traced(build_module("classification", single, None, True)))}
+
+
+@pytest.fixture(scope="session")
+def frozen_pair_export(classifier_runs, tmp_path_factory):
+    """The pair classifier exported with --freeze_weights, once per test session: the
+    frozen weights test and the C API test both load it (a save costs seconds)."""
+    from export.saved_model import build_module, export
+    run, _ = classifier_runs["pair"]
+    return export(build_module("classification", run, None, True, freeze_weights=True),
+                  str(tmp_path_factory.mktemp("frozen") / "mrpc_frozen"))
+
+
+@pytest.fixture(scope="session")
+def swag_run(tmp_path_factory):
+    from bert_tf.models.task_models import BertMultipleChoice
+    from export.saved_model import main
+    from tests.task_runs import make_run_dir
+    root = tmp_path_factory.mktemp("swag")
+    run = make_run_dir(str(root / "run"), "swag", {
+        "task": "swag", "num_choices": 4, "text_inputs": ["context", "start", "endings"]},
+        BertMultipleChoice, seed=3)
+    # Through the command line (the other tasks call build_module + export).
+    # main returns the version directory it wrote (exit status 0).
+    assert main(["--task", "swag", "--checkpoint_dir", run,
+                 "--output_dir", str(root / "models")]) == str(root / "models" / "1")
+    return run, str(root / "models" / "1")
+
+
+@pytest.fixture(scope="session")
+def ner_run(tmp_path_factory):
+    from bert_tf.models.task_models import BertTokenClassifier
+    from export.saved_model import build_module, export
+    from tests.task_runs import NER_LABELS, make_run_dir
+    root = tmp_path_factory.mktemp("ner")
+    run = make_run_dir(str(root / "run"), "ner", {
+        "task": "ner", "labels": NER_LABELS, "feature_based": False},
+        lambda e: BertTokenClassifier(e, len(NER_LABELS)), seed=6)
+    return run, export(build_module("ner", run, None, True), str(root / "models"))
+
+
+@pytest.fixture(scope="session")
+def squad_runs(tmp_path_factory):
+    """A v1.1 model exported; a v2.0 one (same weights) traced only."""
+    import shutil
+    import numpy as np
+    from bert_tf.models.task_models import BertSpanLabeler
+    from export.saved_model import build_module, export
+    from tests.task_runs import (CONTEXTS_SQ, QUESTIONS, SQUAD_CONFIG, make_run_dir, python_squad,
+                                 task_model, traced)
+    root = tmp_path_factory.mktemp("squad")
+    v1 = make_run_dir(str(root / "v1"), "squad", dict(
+        SQUAD_CONFIG, version_2_with_negative=False, null_score_diff_threshold=0.0),
+        BertSpanLabeler, seed=5)
+    v2 = str(root / "v2")
+    shutil.copytree(v1, v2)
+    with open(os.path.join(v2, "squad_config.json")) as f:
+        config = json.load(f)
+    # A threshold between the questions' null score differences: some are answered.
+    config.update(version_2_with_negative=True, null_score_diff_threshold=0.0)
+    with open(os.path.join(v2, "squad_config.json"), "w") as f:
+        json.dump(config, f)
+    diffs = [r["null_score_diff"] for r in python_squad(v2, QUESTIONS, CONTEXTS_SQ)[0] if r]
+    config["null_score_diff_threshold"] = float(np.median(diffs))
+    with open(os.path.join(v2, "squad_config.json"), "w") as f:
+        json.dump(config, f)
+    task_model.cache_clear()
+    return {"v1": (v1, export(build_module("squad", v1, None, True), str(root / "models"))),
+            "v2": (v2, traced(build_module("squad", v2, None, True)))}
+
+
+@pytest.fixture(scope="session")
+def all_exports(classifier_runs, swag_run, ner_run, squad_runs, tmp_path_factory,
+                minilm_dir):
+    """{TF Serving model name in docs/serving.md: export path} of every task's export."""
+    from export.saved_model import build_module, export
+    from bert_tf.checkpoints.dispatch import save_checkpoint
+    from bert_tf.base.config import BertConfig
+    from bert_tf.models.pretrainer import BertPretrainer
+    root = tmp_path_factory.mktemp("doc_models")
+    save_checkpoint(BertPretrainer.from_config_object(BertConfig.preset("tiny",
+                                                                        vocab_size=30522)),
+                    str(root / "hf"), "hf", vocab_file=os.path.join(minilm_dir, "vocab.txt"))
+    vocab = str(root / "hf" / "vocab.txt")
+    return {"mrpc": classifier_runs["pair"][1], "swag": swag_run[1], "ner": ner_run[1],
+            "squad": squad_runs["v1"][1],
+            "bert_embeddings": export(build_module("embeddings", str(root / "hf"), vocab,
+                                                   True, 32), str(root / "bert_embeddings")),
+            "bert_fill_mask": export(build_module("pretraining", str(root / "hf"), vocab,
+                                                  True, 32), str(root / "bert_fill_mask"))}
 
 
 # The test tiers (tests/README.md). DURATIONS records each test's seconds on the 2-core CI
@@ -141,12 +237,17 @@ def fast_items(items, durations):
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Files in LONGEST_FIRST come first, in its order; the rest keep theirs. Marks the
-    fast tier."""
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(  # stable sort
-        item.path.relative_to(TESTS).as_posix(), len(rank)))
-    for item in fast_items(items, recorded_durations()):
+    """The files whose tests took longest in DURATIONS come first, the longest first; the
+    files not recorded keep their order after them. pytest.ini hands whole files to the
+    two workers in collection order, so starting with the long ones keeps a long file from
+    starting last while the other worker sits idle. Marks the fast tier."""
+    durations = recorded_durations()
+    seconds = {}
+    for nodeid, phases in durations.items():
+        path = nodeid.split("::")[0]
+        seconds[path] = seconds.get(path, 0) + sum(phases)
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], 0))  # stable sort
+    for item in fast_items(items, durations):
         item.add_marker(pytest.mark.fast)
 
 

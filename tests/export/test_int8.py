@@ -17,8 +17,8 @@ import tensorflow as tf
 from bert_tf.models.layers.transformer import gelu_exact
 from export.int8 import Int8Dense, Int8GeluDense, Int8RowDense, vnni
 from export.saved_model import main
-from tests.export.test_export_tasks import (TEXTS_A, TEXTS_B, loaded_export, pair_classifier_run,
-                                     python_classify)
+from tests.task_runs import (TEXTS_A, TEXTS_B, loaded_export, pair_classifier_run,
+                             python_classify)
 
 QUANTIZED_OP = "QuantizedMatMulWithBiasAndDequantize"
 

@@ -20,7 +20,7 @@ import tensorflow as tf
 from bert_tf.models.task_models import BertSpanLabeler, BertTokenClassifier
 from export.limits import MAX_TEXT_BYTES
 from export.saved_model import build_module, export
-from tests.export.test_export_tasks import NER_LABELS, VOCAB, make_run_dir
+from tests.task_runs import NER_LABELS, VOCAB, make_run_dir
 
 SEQ = 48
 # Peak resident memory of the process that loads one export and answers one text at the

@@ -155,12 +155,8 @@ def test_moved_export_runs_in_a_fresh_process(embeddings_export, minilm_dir, tmp
 
 
 # saved_model_cli with the tf-text ops registered first (the stock entry point does not
-# import tensorflow_text); docs/serving.md shows the same command.
-SAVED_MODEL_CLI = ("import sys, tensorflow_text; "
-                   "from tensorflow.python.tools.saved_model_cli import main; "
-                   "sys.argv[0] = 'saved_model_cli'; sys.exit(main())")
-
-# The same, for several saved_model_cli commands separated by "--then" in one process
+# import tensorflow_text; tests/task_runs.py's SAVED_MODEL_CLI runs one command), for
+# several saved_model_cli commands separated by "--then" in one process
 # (each further one after a line "=== saved_model_cli COMMAND"): one TensorFlow start-up
 # instead of one per command. A failing command ends the process with its status.
 SAVED_MODEL_CLI_COMMANDS = r"""
