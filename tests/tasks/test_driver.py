@@ -17,7 +17,7 @@ from export.saved_model import PRETRAINED, TASKS, build_module, export
 from tasks import driver
 from tasks.families.classification.serving import ClassifierModule
 from tasks.task import Task, family
-from tests.test_api import texts_and_labels
+from tests.testing import texts_and_labels
 
 LABELS = ["negative", "positive"]
 

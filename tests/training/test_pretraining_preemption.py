@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 from tests import ROOT
-from tests.training.test_pretraining import _free_ports
-from tests.testing import write_pretraining_shards
+from tests.testing import free_ports, write_pretraining_shards
 
 TINY = dict(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
@@ -37,7 +36,7 @@ def _env(**extra):
 
 
 def _workers(shards, config, out):
-    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    workers = [f"127.0.0.1:{p}" for p in free_ports(2)]
     return [subprocess.Popen(
         _cmd(shards, config, out, "multi_worker"), stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True,

@@ -262,8 +262,7 @@ def test_a_symlinked_output_folder_meets_the_same_lock(tiny, tmp_path, capsys):
 # ------------------------------------------------ 4: a fine-tune resumed on other data
 
 def test_a_fine_tune_is_not_resumed_on_changed_data(tiny, tmp_path, capsys, monkeypatch):
-    from tests.workflows.test_tasks import interrupt_at
-    from tests.testing import run_command
+    from tests.testing import interrupt_at, run_command
     train = tmp_path / "train.tsv"
     rows = [(f"good film {i}", "1") if i % 2 else (f"dull plot {i}", "0") for i in range(24)]
     train.write_text("sentence\tlabel\n" + "".join(f"{s}\t{l}\n" for s, l in rows))

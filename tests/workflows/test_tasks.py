@@ -13,11 +13,10 @@ folder's tree_hash unchanged (absent folders stay absent)."""
 import json
 import os
 import random
-import signal
 
 import pytest
 
-from tests.testing import run_command, tree_hash
+from tests.testing import interrupt_at, run_command, tree_hash
 
 TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1,
         "num_attention_heads": 2, "intermediate_size": 64}
@@ -62,19 +61,6 @@ def files(tmp_path, minilm_dir):
     return {"config": str(config), "vocab": os.path.join(minilm_dir, "vocab.txt"),
             "train": str(train), "squad": str(squad), "context": context, "qas": qas,
             "root": tmp_path}
-
-
-def interrupt_at(monkeypatch, step):
-    """SIGTERM arrives in this process during training step `step`: the run saves its
-    state after that step and stops with its one line (tasks/resume.py)."""
-    from tasks.resume import ResumeCallback
-    end_step = ResumeCallback.on_train_batch_end
-
-    def on_train_batch_end(self, batch, logs=None):
-        if self.step + 1 == step:
-            os.kill(os.getpid(), signal.SIGTERM)
-        end_step(self, batch, logs)
-    monkeypatch.setattr(ResumeCallback, "on_train_batch_end", on_train_batch_end)
 
 
 # ------------------------------------------------------------ 1. a refused resume

@@ -21,6 +21,7 @@ from bert_tf.text.preprocessor import BertPreprocessor
 from tasks import metrics
 from tasks.families.classification import __main__ as glue_command
 from tasks.families.classification import task as glue
+from tests.testing import reference_pack, tiny_encoder
 
 # ----------------------------------------------------------------------------- layouts
 
@@ -364,24 +365,6 @@ def test_tfds_glue_prepared_directory(tmp_path):
 
 # ----------------------------------------------------------------------------- inputs
 
-def reference_pack(tokenizer, a, b, seq_length):
-    """google's run_classifier.convert_single_example on word-piece ids."""
-    from bert_tf.text.packing import truncate_seq_pair
-    ids_a = tokenizer.encode([a])[0]
-    ids_b = tokenizer.encode([b])[0] if b is not None else []
-    if ids_b:
-        truncate_seq_pair(ids_a, ids_b, seq_length - 3)
-    else:
-        ids_a = ids_a[:seq_length - 2]
-    tokens = [tokenizer.cls_id] + ids_a + [tokenizer.sep_id]
-    segments = [0] * len(tokens)
-    if ids_b:
-        tokens += ids_b + [tokenizer.sep_id]
-        segments += [1] * (len(ids_b) + 1)
-    pad = seq_length - len(tokens)
-    return tokens + [0] * pad, segments + [0] * pad, [1] * (seq_length - pad) + [0] * pad
-
-
 @pytest.fixture(scope="module")
 def tokenizer(minilm_dir):
     from bert_tf.text.tokenization import BertTokenizer
@@ -424,15 +407,6 @@ def test_preprocessing_matches_google_packing_and_dataset(tokenizer):
 
 
 # ----------------------------------------------------------------------------- model
-
-def tiny_encoder(dtype=None):
-    from bert_tf.base.config import BertConfig
-    from bert_tf.models.encoder import BertEncoder
-    config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1,
-                        num_attention_heads=2, intermediate_size=32,
-                        max_position_embeddings=32)
-    return BertEncoder.from_config_object(config, dtype=dtype)
-
 
 def test_model_outputs_and_postprocess():
     import keras

@@ -3,7 +3,6 @@ entity F1 against hand-computed cases, predictions written back, bad input, and 
 from MiniLM weights vs random initialisation (fine-tuned and feature-based)."""
 
 import os
-import random
 
 import numpy as np
 import pytest
@@ -13,57 +12,9 @@ from tasks.families.ner import conlleval
 from tasks import ner as ner_command
 from tasks.families.ner import task as ner
 from tests import ROOT
+from tests.ner_data import HELD_OUT_ENTITIES, TRAIN_ENTITIES, make_conll
 
 # ----------------------------------------------------------------------------- data
-
-TRAIN_ENTITIES = {
-    "PER": ["John Smith", "Mary", "Peter", "Anna", "David", "Sarah Jones", "Michael",
-            "Linda", "Robert", "Emma", "James", "Olivia"],
-    "LOC": ["Paris", "London", "Berlin", "Madrid", "Rome", "Tokyo", "New Delhi", "France",
-            "Spain", "Canada", "Texas", "Ohio"],
-    "ORG": ["Google", "Microsoft", "Toyota", "Nike", "Siemens", "IBM", "Intel", "Adidas",
-            "General Motors", "Shell", "Boeing", "Pepsi"],
-}
-HELD_OUT_ENTITIES = {
-    "PER": ["William", "Sophia", "Thomas", "Grace", "Daniel", "Lucy Brown", "George",
-            "Alice", "Henry", "Chloe"],
-    "LOC": ["Vienna", "Dublin", "Lisbon", "Oslo", "Cairo", "Brazil", "Mexico",
-            "Buenos Aires", "Kenya", "Florida"],
-    "ORG": ["Samsung", "Amazon", "Netflix", "Honda", "Sony", "Nokia", "Oracle",
-            "Deutsche Bank", "Walmart", "Nissan"],
-}
-# Slots marked {ANY} take any type: only the entity's meaning tells its type there.
-TEMPLATES = [
-    "We talked about {ANY} for an hour .",
-    "The report mentioned {ANY} twice .",
-    "Everyone was surprised by {ANY} last year .",
-    "{ANY} was in the news again .",
-    "{PER} moved to {LOC} in the spring .",
-    "{PER} works for {ORG} now .",
-    "{ORG} opened an office in {LOC} .",
-]
-
-
-def make_conll(path, num_sentences, entities, seed, columns=4):
-    """A CoNLL file of templated sentences (IOB2 tags), with -DOCSTART- lines."""
-    rng = random.Random(seed)
-    lines = [f"{ner.DOCSTART} -X- -X- O" if columns == 4 else f"{ner.DOCSTART} O", ""]
-    for _ in range(num_sentences):
-        template = rng.choice(TEMPLATES)
-        for word in template.split():
-            if word.startswith("{"):
-                kind = word.strip("{}")
-                kind = rng.choice(sorted(entities)) if kind == "ANY" else kind
-                for i, part in enumerate(rng.choice(entities[kind]).split()):
-                    tag = f"{'B' if i == 0 else 'I'}-{kind}"
-                    lines.append(f"{part} NNP I-NP {tag}" if columns == 4 else f"{part} {tag}")
-            else:
-                lines.append(f"{word} NN I-NP O" if columns == 4 else f"{word} O")
-        lines.append("")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    return path
-
 
 @pytest.fixture(scope="module")
 def tokenizer(minilm_dir):
@@ -306,7 +257,7 @@ def test_masked_loss_is_the_mean_over_first_pieces(tmp_path, minilm_dir):
     import keras
     from bert_tf.base.config import BertConfig
     from bert_tf.models.encoder import BertEncoder
-    from tests.families.squad.test_squad import tiny_config
+    from tests.testing import tiny_config
     encoder = BertEncoder.from_config_object(
         BertConfig.from_json_file(tiny_config(tmp_path, minilm_dir)))
     model = BertTokenClassifier(encoder, 3)
@@ -338,7 +289,7 @@ def test_feature_based_model_trains_only_the_head(tmp_path, minilm_dir):
     import keras
     from bert_tf.base.config import BertConfig
     from bert_tf.models.encoder import BertEncoder
-    from tests.families.squad.test_squad import tiny_config
+    from tests.testing import tiny_config
     config = BertConfig.from_json_file(tiny_config(tmp_path, minilm_dir, layers=4))
     encoder = BertEncoder.from_config_object(config)
     model = BertTokenClassifier(encoder, 5, feature_based=True)
@@ -372,7 +323,7 @@ def test_entities_map_to_exact_characters():
 
 
 def test_cli_trains_predicts_and_writes_conll(tmp_path, minilm_dir):
-    from tests.families.squad.test_squad import tiny_config
+    from tests.testing import tiny_config
     config = tiny_config(tmp_path, minilm_dir)
     train = make_conll(str(tmp_path / "train.txt"), 40, TRAIN_ENTITIES, 1, columns=4)
     test = make_conll(str(tmp_path / "test.txt"), 12, HELD_OUT_ENTITIES, 2, columns=2)
@@ -416,7 +367,7 @@ def test_cli_runs_under_mirrored_strategy_in_a_fresh_process(tmp_path, minilm_di
     devices must be made before TensorFlow starts, hence the subprocess)."""
     import subprocess
     import sys
-    from tests.families.squad.test_squad import tiny_config
+    from tests.testing import tiny_config
     config = tiny_config(tmp_path, minilm_dir)
     train = make_conll(str(tmp_path / "train.txt"), 16, TRAIN_ENTITIES, 1, columns=4)
     out = tmp_path / "out"
@@ -441,7 +392,7 @@ def test_minilm_tags_unseen_entities_and_random_init_does_not(tmp_path, minilm_d
     """320 training sentences, one epoch; held-out names, cities and companies never seen
     in training, ~40% of them in slots where only the word's meaning gives the type.
     Measured: see tasks/README.md ("Learning from MiniLM: SQuAD and NER")."""
-    from tests.families.squad.test_squad import fine_tune_minilm_and_random
+    from tests.testing import fine_tune_minilm_and_random
     train_conll = ner.read_conll(make_conll(str(tmp_path / "train.txt"), 320,
                                             TRAIN_ENTITIES, 1, columns=4))
     labels = ner.label_list(train_conll)
@@ -595,7 +546,7 @@ def test_chinese_cli_predictions_equal_the_raw_text_signature(tmp_path, minilm_d
     from export.saved_model import build_module
     from tests.chinese_data import (ZH_HELD_OUT_ENTITIES, ZH_TRAIN_ENTITIES, write_zh_conll,
                                     zh_sentences)
-    from tests.families.squad.test_squad import tiny_config
+    from tests.testing import tiny_config
     from tests.testing import run_command
     config = tiny_config(tmp_path, minilm_dir)
     train = write_zh_conll(tmp_path / "train.txt", zh_sentences(40, ZH_TRAIN_ENTITIES, 1),
@@ -649,7 +600,7 @@ def test_minilm_tags_chinese_entities_and_random_init_does_not(tmp_path, minilm_
 
     from tests.chinese_data import (ZH_HELD_OUT_ENTITIES, ZH_TRAIN_ENTITIES, write_zh_conll,
                                     zh_sentences)
-    from tests.families.squad.test_squad import fine_tune_minilm_and_random
+    from tests.testing import fine_tune_minilm_and_random
     train_conll = ner.read_conll(write_zh_conll(
         tmp_path / "train.txt", zh_sentences(320, ZH_TRAIN_ENTITIES, 1)))
     labels = ner.label_list(train_conll)

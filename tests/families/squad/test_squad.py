@@ -15,6 +15,7 @@ from tasks.families.squad import metrics as squad_metrics
 from tasks.families.squad import postprocess as squad_postprocess
 from tasks import squad as squad_command
 from tasks.families.squad import task as squad
+from tests.testing import fine_tune_minilm_and_random, tiny_config, write_json
 
 # ----------------------------------------------------------------------------- data
 
@@ -94,12 +95,6 @@ def make_squad(path, num_paragraphs, words, seed, version_2=False):
 def tokenizer(minilm_dir):
     from bert_tf.text.tokenization import BertTokenizer
     return BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
-
-
-def write_json(path, value):
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(value, f)
-    return str(path)
 
 
 # ----------------------------------------------------------------------------- metric
@@ -509,15 +504,6 @@ def test_reader_errors_name_the_file_and_place(tmp_path, capsys, minilm_dir):
 
 # ----------------------------------------------------------------------------- CLI + model
 
-def tiny_config(tmp_path, minilm_dir, layers=2):
-    """A small random-init BERT over MiniLM's vocabulary: fast runs of the whole CLI."""
-    path = tmp_path / "tiny_config.json"
-    write_json(path, {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": layers,
-                      "num_attention_heads": 2, "intermediate_size": 64,
-                      "max_position_embeddings": 128, "type_vocab_size": 2})
-    return str(path)
-
-
 def test_model_outputs_and_mixed_precision(tmp_path, minilm_dir):
     import keras
     from bert_tf.base.config import BertConfig
@@ -630,50 +616,6 @@ def test_chinese_cli_predictions_equal_the_raw_text_signature(tmp_path, minilm_d
 
 
 # ----------------------------------------------------------------------------- learning
-
-def fine_tune_minilm_and_random(minilm_dir, build_model, compile_model, train_ds, num_examples,
-                                score, learning_rate, batch_size=8, seed=1, epochs=1):
-    """Fine-tunes one task model twice with the same data, steps, optimizer and seed: from
-    the real MiniLM weights and from random initialisation. Returns (minilm, random)
-    scores.
-
-    One Keras model serves both runs (weights and optimizer state are reset in between),
-    so its train and predict functions are traced once: tracing the 6-layer encoder's
-    train step costs more than its training here.
-
-    build_model(encoder) -> task model; compile_model(model, optimizer); train_ds: a
-    repeated tf.data set of batches; score(model) -> metrics dict.
-    """
-    import argparse
-
-    import keras
-    from bert_tf.checkpoints.dispatch import load_encoder
-    from bert_tf.base.config import BertConfig
-    from bert_tf.models.encoder import BertEncoder
-    from tasks import driver
-    keras.utils.set_random_seed(seed)
-    config = BertConfig.from_json_file(os.path.join(minilm_dir, "config.json"))
-    random_weights = build_model(BertEncoder.from_config_object(config)).get_weights()
-    model = build_model(load_encoder(str(minilm_dir)))
-    minilm_weights = model.get_weights()
-    args = argparse.Namespace(train_batch_size=batch_size, num_train_epochs=float(epochs),
-                              warmup_proportion=0.1, learning_rate=learning_rate,
-                              weight_decay=0.01)
-    optimizer, num_steps = driver.create_optimizer(args, num_examples,
-                                                   model.trainable_variables)
-    compile_model(model, optimizer)
-    scores = []
-    for weights in (minilm_weights, random_weights):
-        model.set_weights(weights)
-        # Fresh optimizer state: step 0 (warmup again) and zero moments.
-        for variable in model.optimizer.variables:
-            variable.assign(np.zeros(variable.shape, variable.dtype))
-        keras.utils.set_random_seed(seed)
-        model.fit(train_ds, epochs=1, steps_per_epoch=num_steps, verbose=0, shuffle=False)
-        scores.append(score(model))
-    keras.backend.clear_session()
-    return scores
-
 
 @pytest.mark.slow
 def test_minilm_learns_held_out_colours_and_random_init_does_not(tmp_path, minilm_dir,

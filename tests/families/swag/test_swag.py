@@ -83,7 +83,7 @@ def tokenizer(minilm_dir):
 
 def test_preprocessing_packs_each_choice_like_a_pair(tokenizer):
     import tensorflow as tf
-    from tests.families.classification.test_classification import reference_pack
+    from tests.testing import reference_pack
     contexts = ["A man is sitting on a roof .", "She takes a very long breath and dives "
                 "into the cold water below the old bridge ."]
     starts = ["He", ""]
@@ -112,7 +112,7 @@ def test_preprocessing_packs_each_choice_like_a_pair(tokenizer):
 
 def test_model_scores_each_choice_with_the_shared_encoder():
     import keras
-    from tests.families.classification.test_classification import tiny_encoder
+    from tests.testing import tiny_encoder
     from tests.testing import random_inputs
     keras.utils.set_random_seed(0)
     model = BertMultipleChoice(tiny_encoder())
