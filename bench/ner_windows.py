@@ -11,7 +11,7 @@ document (one CoNLL sentence each, about 90 pieces of English or 130 of Chinese)
 The same held-out sentences one by one (sentences) are the reference: no word lacks its
 sentence's context there. Entity F1 by conlleval on the held-out file's lines.
 
-Sets: tests/families/ner/test_ner.py's English templates (320 training sentences, 80 held-out with
+Sets: tests/ner_data.py's English templates (320 training sentences, 80 held-out with
 names never seen in training; max_seq_length 16, lr 2e-4, one epoch) and
 tests/chinese_data.py's Chinese ones in MSRA's layout (320 / 240; max_seq_length 32, lr
 2e-4, three epochs).

@@ -26,7 +26,7 @@ LABELS = ["O", "B-LOC", "B-ORG", "B-PER", "I-LOC", "I-ORG", "I-PER"]
 
 
 def tiny_encoder(tmp_path, minilm_dir, seed=0, layers=4):
-    """A small random encoder over MiniLM's vocabulary (tests/test_squad.tiny_config)."""
+    """A small random encoder over MiniLM's vocabulary (tests/testing.py: tiny_config)."""
     import keras
     from bert_tf.base.config import BertConfig
     from bert_tf.models.encoder import BertEncoder
@@ -385,7 +385,7 @@ def compare_choices(minilm_dir, workdir, heads=("linear",), lstm_units=768, epoc
     """Entity F1 on held-out sentences of every FEATURE_LAYERS choice with each head of
     `heads`, from frozen MiniLM; with random_init, also of the default choice
     (concat_last_four, linear) on a randomly initialised encoder of MiniLM's shape.
-    tests/families/ner/test_ner.py's small CoNLL set (320 training sentences, 80 held out with unseen
+    tests/ner_data.py's small CoNLL set (320 training sentences, 80 held out with unseen
     names; length 16), the driver's AdamW and schedule, batches of 16, the same seed for
     every head.
 
