@@ -4,6 +4,7 @@
 import os
 import subprocess
 import sys
+
 from tests import ROOT
 
 # The int64 Transpose in a graph: under oneDNN's kernels its first run logs a

@@ -16,6 +16,7 @@ import time
 import h5py
 import numpy as np
 import pytest
+
 from tests import ROOT
 
 TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1,

@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import pytest
+
 from tests import TESTS
 
 WORKER = os.path.join(TESTS, "full_disk_worker.py")
