@@ -76,6 +76,14 @@ def minilm_dir():
     return gt.get_model_path()
 
 
+@pytest.fixture(scope="session")
+def tokenizer(minilm_dir):
+    """BertTokenizer over MiniLM's vocabulary (bert-base-uncased's), lower-casing: the
+    families' reader and packing tests (tests/families/)."""
+    from bert_tf.text.tokenization import BertTokenizer
+    return BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
+
+
 # The sentences of the `minilm` fixture.
 MINILM_SENTENCES = [
     ("The quick brown fox jumps over the lazy dog.", None),

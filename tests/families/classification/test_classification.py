@@ -365,12 +365,6 @@ def test_tfds_glue_prepared_directory(tmp_path):
 
 # ----------------------------------------------------------------------------- inputs
 
-@pytest.fixture(scope="module")
-def tokenizer(minilm_dir):
-    from bert_tf.text.tokenization import BertTokenizer
-    return BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
-
-
 def test_preprocessing_matches_google_packing_and_dataset(tokenizer):
     import tensorflow as tf
     pairs = [("The quick brown fox jumps over the lazy dog again and again .", "Short ."),

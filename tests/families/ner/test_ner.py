@@ -16,12 +16,6 @@ from tests.ner_data import HELD_OUT_ENTITIES, TRAIN_ENTITIES, make_conll
 
 # ----------------------------------------------------------------------------- data
 
-@pytest.fixture(scope="module")
-def tokenizer(minilm_dir):
-    from bert_tf.text.tokenization import BertTokenizer
-    return BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
-
-
 def write(path, text):
     path.write_text(text, encoding="utf-8")
     return str(path)

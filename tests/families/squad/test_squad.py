@@ -91,12 +91,6 @@ def make_squad(path, num_paragraphs, words, seed, version_2=False):
     return path
 
 
-@pytest.fixture(scope="module")
-def tokenizer(minilm_dir):
-    from bert_tf.text.tokenization import BertTokenizer
-    return BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
-
-
 # ----------------------------------------------------------------------------- metric
 
 def test_normalize_answer_follows_the_official_rules():

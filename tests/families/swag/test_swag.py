@@ -75,12 +75,6 @@ def test_cli_bad_input_one_line(tmp_path, capsys, minilm_dir):
         f"1 unknown_label (first: {path}:2: label '9' is not 0, 1, 2 or 3))"
 
 
-@pytest.fixture(scope="module")
-def tokenizer(minilm_dir):
-    from bert_tf.text.tokenization import BertTokenizer
-    return BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
-
-
 def test_preprocessing_packs_each_choice_like_a_pair(tokenizer):
     import tensorflow as tf
     from tests.testing import reference_pack
