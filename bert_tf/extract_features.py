@@ -161,7 +161,7 @@ def layer_function(encoder, layers):
     start one `extract` per window, wrote other bytes than a run from the first line.
     With one graph whose shapes are all open (input_signature), every call takes the
     same path: a batch's values depend on the batch alone, and `extract` cuts the same
-    batches from any window it starts at (tests/test_extract_features.py starts runs
+    batches from any window it starts at (tests/commands/test_extract_features.py starts runs
     mid-file)."""
     import tensorflow as tf
     model = layer_model(encoder, layers)

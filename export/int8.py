@@ -18,7 +18,7 @@ bfloat16's; at batch 1 0.8x float32's (bench/int8_matmul.py). It costs accuracy
 (docs/serving.md, "int8"). The kernel is oneDNN's:
 TensorFlow's x86 pip builds have it (TF_ENABLE_ONEDNN_OPTS on, the default), a build
 without oneDNN has no kernel for it and the signatures then fail with an error instead of
-answering (tests/test_export_int8.py).
+answering (tests/export/test_int8.py).
 """
 
 import numpy as np
@@ -29,7 +29,7 @@ def vnni():
     """Whether this CPU multiplies u8 x s8 with VNNI (or AMX): its products accumulate in
     int32. Without it (AVX2, AVX-512 without VNNI) oneDNN's kernel adds pairs of
     products in int16 with saturation (vpmaddubsw): two products of 255 x 127 exceed
-    32,767, and an answer came out wrong by up to 0.5 (tests/test_export_int8.py)."""
+    32,767, and an answer came out wrong by up to 0.5 (tests/export/test_int8.py)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             flags = set(f.read().split())

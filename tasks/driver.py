@@ -17,7 +17,7 @@ Adding a task: subclass `Task` (read_train, settings, build_model, compile, data
 evaluate and/or predict), give it a config dataclass if it has settings of its own, and
 declare its parts: `model_class` (a bert_tf task model: the run directory it leaves),
 `serving_module` (an export.serving class) and `export_name`, registered with `@family`
-for `python -m export.saved_model`. tests/test_driver.py builds and exports one in about
+for `python -m export.saved_model`. tests/tasks/test_driver.py builds and exports one in about
 100 lines.
 """
 

@@ -4,7 +4,7 @@ GLUE reports one or two numbers per task (Wang et al., 2018): Matthews correlati
 CoLA, F1 and accuracy for MRPC and QQP, Pearson and Spearman correlation for STS-B,
 accuracy for the rest. Each function here matches its usual reference on the same input
 (scikit-learn's matthews_corrcoef / f1_score / accuracy_score, scipy's pearsonr /
-spearmanr; tests/test_metrics.py checks them against each other and against hand-worked
+spearmanr; tests/tasks/test_metrics.py checks them against each other and against hand-worked
 cases), including the degenerate cases: a constant prediction gives MCC 0, F1 with no
 predicted and no true positives gives 0. The runtime needs only numpy, so exported models
 and small installs do not pull in scikit-learn or scipy.

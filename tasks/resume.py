@@ -7,7 +7,7 @@ tasks/driver.py's `fit` saves the state every --save_checkpoints_steps steps, af
 epoch, and on SIGTERM/SIGINT, then stops with Interrupted (the signal handling and error
 of bert_tf/base/training_plumbing.py, shared with the pretraining loop, which saves and stops
 the same way). Run again, the same command resumes at the saved step and the rest of the
-run is the uninterrupted one's, bit for bit (tests/test_finetune_resume.py).
+run is the uninterrupted one's, bit for bit (tests/tasks/test_resume.py).
 """
 
 import dataclasses

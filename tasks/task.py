@@ -1,7 +1,7 @@
 """What a task family is: the `Task` hooks that tasks/driver.py's `run` calls, the parts a
 family declares (its model class, serving module and export name), and `FAMILIES`, where
 `@family` registers each Task class by export name for `python -m export.saved_model`.
-tasks/families/ holds the project's families; tests/test_driver.py builds one more.
+tasks/families/ holds the project's families; tests/tasks/test_driver.py builds one more.
 """
 
 import os

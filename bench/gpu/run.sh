@@ -26,7 +26,7 @@ if [ "$mode" = gpu ]; then
 else
     export JAX_PLATFORMS=cpu CUDA_VISIBLE_DEVICES=""
     # The CPU mode checks that every group runs and agrees; its speeds are not kept. XLA's
-    # CPU compiles dominate it, and these settings (tests/test_backends.py uses them too)
+    # CPU compiles dominate it, and these settings (tests/models/test_backends.py uses them too)
     # halve its time (116 -> 46 CPU-s) with the same losses and logits. A caller's own
     # XLA_FLAGS win.
     export XLA_FLAGS=${XLA_FLAGS:-"--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false --xla_llvm_disable_expensive_passes=true"}

@@ -5,7 +5,7 @@ Two truncation rules, as in google-research/bert:
 * fine-tuning (`run_classifier._truncate_seq_pair`): while the pair is too long, drop the
   last token of the longer segment; on a tie, of segment B. That equals a round-robin
   allocation of the budget starting with A (A gets ceil(budget/2) when both are long), which
-  is what tf-text's `RoundRobinTrimmer` computes; tests/test_packing.py checks the two
+  is what tf-text's `RoundRobinTrimmer` computes; tests/text/test_packing.py checks the two
   against each other on thousands of random lengths. `BertPacker` does this in the graph,
   from the closed-form lengths of `pair_lengths`.
 * pretraining (`create_pretraining_data.truncate_seq_pair`): while too long, drop one token
@@ -19,7 +19,7 @@ The three outputs are named as everywhere in the project (`bert_tf.base.input_na
 `BertPacker` packs in the graph (fine-tuning's tf.data pipelines, every export);
 `pack_row` is its NumPy twin for segments already cut to fit, for the features built
 in Python (NER's and SQuAD's windows, extract_features): the one layout, held equal to
-the graph's by tests/test_packing.py.
+the graph's by tests/text/test_packing.py.
 """
 
 import numpy as np

@@ -3,7 +3,7 @@
 `create_pretraining_data` must not load TensorFlow: importing it costs ~0.7 GB of resident
 memory per process, four times the whole budget of the data script (see
 docs/pretraining_data.md). `bert_tf.text.tokenization.BertTokenizer` is the graph tokenizer used
-everywhere else; this module gives the same ids (tests/test_create_pretraining_data.py
+everywhere else; this module gives the same ids (tests/commands/test_create_pretraining_data.py
 checks both against each other and against tests/reference_tokenizer.py).
 
 The rules are google's (docs/tokenization.md lists them). What makes it fast: the rules act

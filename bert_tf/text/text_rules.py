@@ -17,7 +17,7 @@ load TensorFlow), the word cutter of NER (`bert_tf.text.words`) and the vocabula
 * the word limit: a word of more code points than `MAX_CHARS_PER_WORD` is one [UNK].
 
 The graph tokenizer cannot call these functions on each character; it looks characters up
-in tables built from the `*_code_points()` sets below. tests/test_text_rules.py holds the
+in tables built from the `*_code_points()` sets below. tests/text/test_text_rules.py holds the
 sets, the graph tables and the offline tokenizer's ASCII tables equal to the predicates on
 every code point.
 """
@@ -101,7 +101,7 @@ def unicode_categories():
 
 # The same rules over all code points at once, for lookup tables: calling the predicates a
 # million times would take seconds. Same rules as the predicates above;
-# tests/test_text_rules.py holds them equal.
+# tests/text/test_text_rules.py holds them equal.
 
 @functools.lru_cache(maxsize=1)
 def punctuation_code_points():

@@ -106,7 +106,7 @@ def _compute_code_point_tables(do_lower_case):
     """
     categories = unicode_categories()
     # The classes are text_rules' rules as a table (text_rules.is_dropped, is_word_break,
-    # is_cjk, is_punctuation); tests/test_text_rules.py holds them equal on every code point.
+    # is_cjk, is_punctuation); tests/text/test_text_rules.py holds them equal on every code point.
     punct = np.zeros(NUM_CODE_POINTS, bool)
     punct[list(punctuation_code_points())] = True
     # Precedence as in google's cleaning: dropped, then whitespace, then CJK, then

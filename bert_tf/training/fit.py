@@ -22,8 +22,8 @@ checkpoints that hold the input position. On the other backends BertPretrainer t
     fit.evaluate(model, fit.shard_batches("eval/*.tfrecord", 8, 128, 20, is_training=False))
 
 One step of this loop equals one step of the tf.distribute loop on one device
-(tests/test_pretraining.py::test_fit_step_equals_the_tf_distribute_loop), and the loop
-gives the same losses on every backend (tests/test_backends.py). On JAX,
+(tests/training/test_pretraining.py::test_fit_step_equals_the_tf_distribute_loop), and the loop
+gives the same losses on every backend (tests/models/test_backends.py). On JAX,
 `keras.distribution.set_distribution(keras.distribution.DataParallel())` spreads the
 batch over the local devices; Keras then computes one global gradient, which the optimizer
 clips, as the tf.distribute loop clips its all-reduced one.

@@ -22,7 +22,7 @@ block's memory traffic at long lengths on a GPU (bench/gpu/README.md). What runs
   torch  `torch.nn.functional.scaled_dot_product_attention`, its dropout included.
   tensorflow  None: TensorFlow has no fused attention op; the block's own ops run.
 
-The numbers equal the block's own ops to rounding (tests/test_backends.py); with dropout,
+The numbers equal the block's own ops to rounding (tests/models/test_backends.py); with dropout,
 the masks are the kernel's own random draws, at the block's rate.
 """
 

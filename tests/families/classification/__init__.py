@@ -1,0 +1,1 @@
+"""Tests of tasks/families/classification/ (its training, export and serving)."""

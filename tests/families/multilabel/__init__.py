@@ -1,0 +1,1 @@
+"""Tests of tasks/families/multilabel/ (its training, export and serving)."""

@@ -1,0 +1,1 @@
+"""Tests of tasks/families/ner/ (its training, export and serving)."""

@@ -1,0 +1,1 @@
+"""Tests of tasks/families/squad/ (its training, export and serving)."""

@@ -1,0 +1,1 @@
+"""Tests of tasks/ (shared task code, the driver, resume, search)."""

@@ -1,0 +1,1 @@
+"""Tests of every command together: workflows, fuzz, full disk."""
