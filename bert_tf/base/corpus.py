@@ -110,13 +110,15 @@ def iter_documents(roots=None, min_sentences=1):
     `roots`: source directories to read (default: the standard library, plus its
     reference topics).
     """
-    texts = []
-    for root in roots or [None]:
-        for path in stdlib_sources(root):
-            texts.extend(docstrings(path))
-    if not roots:
-        texts.extend(reference_topics())
-    for text in texts:
+    def texts():
+        # File by file, as they are read: a reader that stops after its first documents
+        # parses only the files they come from, not the whole standard library.
+        for root in roots or [None]:
+            for path in stdlib_sources(root):
+                yield from docstrings(path)
+        if not roots:
+            yield from reference_topics()
+    for text in texts():
         sentences = split_sentences(text)
         if len(sentences) >= min_sentences:
             yield sentences

@@ -773,37 +773,38 @@ def test_batch_predict_on_beam_writes_the_local_bytes(all_exports, tmp_path, mon
     """--runner=DirectRunner with two workers (RunInference, the export loaded once per
     worker): the local engine's bytes for every export kind: sentence-pair
     classification (.csv), embeddings and fill-mask (.txt), NER (.txt), SQuAD (.jsonl)
-    and SWAG (.csv); and at URLs of a Beam file system (bertfs://, tests/beam_urlfs.py)
-    too. SQuAD and the URL run take two worker processes (the pickled DoFn loads the
-    export in each), the other kinds two worker threads of this process."""
+    and SWAG (.csv). SQuAD's run reads and writes at URLs of a Beam file system
+    (bertfs://, tests/beam_urlfs.py) and takes two worker processes (the pickled DoFn
+    loads the export in each, and each reaches the URLs); the other kinds two worker
+    threads of this process."""
     from tests import beam_urlfs  # noqa: F401  (registers bertfs:// with Beam)
     pytest.importorskip("apache_beam")
-    for name in ("mrpc", "bert_embeddings", "bert_fill_mask", "ner", "squad", "swag"):
+    bucket = tmp_path / "bucket"
+    monkeypatch.setenv("BERT_TF_URLFS_ROOT", str(bucket))
+    os.makedirs(bucket / "in")
+    for name in ("mrpc", "bert_embeddings", "bert_fill_mask", "ner", "swag", "squad"):
         source, _, _ = batch_input(name, str(tmp_path))
         flags = [f"--model_dir={all_exports[name]}", "--shard_lines=4",
                  "--max_batch_size=3"]
         batch_predict(*flags, f"--input_file={source}",
                       f"--output_file={tmp_path / 'local' / name}")
-        batch_predict(*flags, f"--input_file={source}",
-                      f"--output_file={tmp_path / 'beam' / name}",
-                      *(BEAM_WORKERS if name == "squad" else BEAM_THREADS))
         local = read_shards(str(tmp_path / "local" / name))[0]
-        assert read_shards(str(tmp_path / "beam" / name))[0] == local, name
-    bucket = tmp_path / "bucket"
-    monkeypatch.setenv("BERT_TF_URLFS_ROOT", str(bucket))
-    os.makedirs(bucket / "in")
-    shutil.copy(source, bucket / "in")
-    summary = batch_predict(*flags, f"--input_file=bertfs://in/{os.path.basename(source)}",
-                            "--output_file=bertfs://out/swag", *BEAM_WORKERS)
-    assert summary["predicted"] > 0
-    files = read_shards(str(bucket / "out" / "swag"))[0]
-    assert sorted(files) == sorted(local) and all(
-        files[k].replace(f"bertfs://in/{os.path.basename(source)}".encode(),
-                         source.encode()) == local[k] for k in files)
+        if name != "squad":
+            batch_predict(*flags, f"--input_file={source}",
+                          f"--output_file={tmp_path / 'beam' / name}", *BEAM_THREADS)
+            assert read_shards(str(tmp_path / "beam" / name))[0] == local, name
+            continue
+        shutil.copy(source, bucket / "in")
+        url = f"bertfs://in/{os.path.basename(source)}"
+        summary = batch_predict(*flags, f"--input_file={url}",
+                                f"--output_file=bertfs://out/{name}", *BEAM_WORKERS)
+        assert summary["predicted"] > 0
+        files = read_shards(str(bucket / "out" / name))[0]
+        assert sorted(files) == sorted(local) and all(
+            files[k].replace(url.encode(), source.encode()) == local[k] for k in files)
     capsys.readouterr()
     with pytest.raises(SystemExit):
-        batch_predict(*flags, "--input_file=bertfs://in/swag.csv",
-                      "--output_file=bertfs://out/swag2")
+        batch_predict(*flags, f"--input_file={url}", f"--output_file=bertfs://out/{name}2")
     assert "only the Beam engine" in capsys.readouterr().err
 
 
