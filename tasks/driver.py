@@ -26,6 +26,7 @@ import dataclasses
 import math
 import os
 import sys
+from typing import ClassVar
 
 from bert_tf.models import run_dir
 from bert_tf.base.cli import DTYPES, check_seq_length
@@ -60,6 +61,29 @@ class FineTuneConfig:
     length_batching: str = "longest"
     jit_compile: bool = False
     save_checkpoints_steps: int = 1000
+
+    # A family's settings (a subclass) own its flags: FLAGS, the help texts of its own
+    # fields in --help's order, after google's (tasks/common.py's COMMON_FLAGS; defaults
+    # and types are the fields'), and RANGES, its numeric flags' ranges by kind
+    # (bert_tf/base/cli.py's check_flags: positive, non_negative, fractions), which
+    # `flag_ranges` adds after its bases'.
+    FLAGS: ClassVar[dict] = {}
+    RANGES: ClassVar[dict] = dict(
+        positive=("max_seq_length", "train_batch_size", "eval_batch_size",
+                  "predict_batch_size", "learning_rate", "num_train_epochs",
+                  "save_checkpoints_steps"),
+        non_negative=("weight_decay", "cpu_devices"),
+        fractions=("warmup_proportion",))
+
+    @classmethod
+    def flag_ranges(cls):
+        """{kind: flag names} of every numeric flag of these settings (check_flags'
+        keyword arguments): the RANGES of its bases first, then its own."""
+        ranges = {}
+        for klass in reversed(cls.__mro__):
+            for kind, names in vars(klass).get("RANGES", {}).items():
+                ranges[kind] = ranges.get(kind, ()) + tuple(names)
+        return ranges
 
     @classmethod
     def from_args(cls, args):

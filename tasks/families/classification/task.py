@@ -32,7 +32,6 @@ names, text inputs, sequence length), bert_config.json, vocab.txt, best/last wei
 the raw-text -> inputs step from them.
 """
 
-import dataclasses
 import os
 
 import numpy as np
@@ -43,6 +42,8 @@ from bert_tf.base.files import atomic_write
 from bert_tf.text.preprocessor import BertPreprocessor
 from tasks import driver, metrics, text_inputs
 from tasks.task import Task, family
+from tasks.families.classification import config as classification_config
+from tasks.families.classification.config import CUSTOM_COLUMNS, ClassificationConfig
 # The readers, as tasks.families.classification.<name> too (Example: what they return).
 from tasks.families.classification.data import (GLUE_TASKS, TASK_NAMES, DataError,  # noqa: F401
                                       Example, finish_report, glue_split_path,
@@ -184,29 +185,6 @@ def write_submission(path, examples, predictions):
 
 # ----------------------------------------------------------------------------- task
 
-CUSTOM_COLUMNS = {"text_a_column": "sentence", "text_b_column": None,
-                  "label_column": "label"}
-
-
-@dataclasses.dataclass(frozen=True)
-class ClassificationConfig(text_inputs.WindowConfig):
-    """FineTuneConfig + where the data is (a GLUE task, or --task_name=custom files) + how
-    a long text is read (tasks/text_inputs.py)."""
-    task_name: str = "custom"
-    data_dir: str = None
-    tfds_data_dir: str = None
-    train_file: str = None
-    dev_file: str = None
-    test_file: str = None
-    text_a_column: str = None
-    text_b_column: str = None
-    label_column: str = None
-    has_header: bool = True
-    labels: str = None
-    regression: bool = False
-    bad_rows: str = "skip"
-
-
 @family
 class ClassificationTask(Task):
     """GLUE tasks and the user's sentence (pair) classification/regression files, for
@@ -219,18 +197,7 @@ class ClassificationTask(Task):
     serving_module = ClassifierModule
 
     def check(self, config):
-        super().check(config)
-        if config.task_name == "custom":
-            for flag, name in (("do_train", "train_file"), ("do_eval", "dev_file"),
-                               ("do_predict", "test_file")):
-                if getattr(config, flag) and not getattr(config, name):
-                    raise ValueError(f"--task_name=custom --{flag} needs --{name}")
-        elif not (config.data_dir or config.tfds_data_dir):
-            raise ValueError(f"--task_name={config.task_name} needs --data_dir (GLUE TSV "
-                             f"files) or --tfds_data_dir (prepared tfds "
-                             f"glue/{config.task_name})")
-        if config.do_train:        # a later run's pairs are the trained run's (restore)
-            text_inputs.check(config, self.text_segments(config) == 2)
+        classification_config.check(config)
 
     def _columns(self, config, saved=None):
         """Custom column flags not given: the trained run's (saved), else the defaults."""
@@ -270,8 +237,7 @@ class ClassificationTask(Task):
         return text_inputs.training_config(self._columns(config))
 
     def text_segments(self, config):
-        task = GLUE_TASKS.get(config.task_name)
-        return 2 if (task.pair if task else config.text_b_column is not None) else 1
+        return classification_config.text_segments(config)
 
     def _reader(self, config, labels, regression, pair):
         self.glue = GLUE_TASKS.get(config.task_name)             # None for custom data

@@ -56,7 +56,6 @@ are that path in order; serving.py repeats it in the graph against this one read
 """
 
 import collections
-import dataclasses
 import os
 
 import keras
@@ -65,8 +64,6 @@ import numpy as np
 from bert_tf.text import words as text_words
 from bert_tf.base.cli import check_seq_length
 from bert_tf.base.files import atomic_write
-from bert_tf.models.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS, FEATURE_HEADS,
-                                        FEATURE_LAYERS)
 from bert_tf.models.task_models import BertTokenClassifier, loss_scaled
 from tasks.families.ner import conlleval
 from bert_tf.text.packing import pack_row
@@ -74,6 +71,8 @@ from bert_tf.text.windows import (check_doc_stride, default_doc_stride,  # noqa:
                                   max_context, windows)  # (as ner.<name> too)
 from tasks import driver, frozen_features
 from tasks.task import Task, family
+from tasks.families.ner import config as ner_config
+from tasks.families.ner.config import FEATURE_DEFAULTS, NerConfig
 # The reader, as tasks.families.ner.<name> too.
 from tasks.families.ner.data import (DOCSTART, LINE_UNITS, ConllFile,  # noqa: F401
                                      Sentence, continue_tag, detect_line_unit, label_list,
@@ -285,29 +284,6 @@ def _score(name, conll, tags):
     return metrics
 
 
-@dataclasses.dataclass(frozen=True)
-class NerConfig(driver.FineTuneConfig):
-    max_seq_length: int = None       # training: 128; later runs: the trained run's
-    train_file: str = None
-    eval_file: str = None
-    predict_file: str = None
-    feature_based: bool = False
-    feature_layers: str = DEFAULT_FEATURE_LAYERS
-    feature_head: str = "linear"
-    feature_lstm_units: int = DEFAULT_LSTM_UNITS
-    cache_features: bool = True
-    extracted_features: str = None   # extract_features' TFRecord files (frozen_features.py)
-    line_unit: str = "auto"          # what a line of the files holds (data.py's LINE_UNITS)
-    doc_stride: int = None           # training: half a window; later runs: the trained run's
-
-    def feature_settings(self):
-        return {"feature_layers": self.feature_layers, "feature_head": self.feature_head,
-                "feature_lstm_units": self.feature_lstm_units}
-
-
-FEATURE_DEFAULTS = NerConfig("").feature_settings()
-
-
 @family
 class NerTask(Task):
     """CoNLL NER for tasks.driver: first word piece of each word labelled, entity-level
@@ -320,29 +296,7 @@ class NerTask(Task):
     result_format = ".2f"
 
     def check(self, config):
-        super().check(config)
-        for flag, name in (("do_train", "train_file"), ("do_eval", "eval_file"),
-                           ("do_predict", "predict_file")):
-            if getattr(config, flag) and not getattr(config, name):
-                raise ValueError(f"--{flag} needs --{name}")
-        choices = {"feature_layers": FEATURE_LAYERS, "feature_head": FEATURE_HEADS}
-        for name, value in config.feature_settings().items():
-            if name in choices and value not in choices[name]:
-                raise ValueError(f"--{name} must be one of {', '.join(choices[name])}; "
-                                 f"got {value!r}")
-            if value != FEATURE_DEFAULTS[name] and not config.feature_based:
-                raise ValueError(f"--{name}={value} needs --feature_based")
-        if config.feature_lstm_units < 1:
-            raise ValueError(f"--feature_lstm_units must be >= 1, got "
-                             f"{config.feature_lstm_units}")
-        if config.feature_lstm_units != DEFAULT_LSTM_UNITS and config.feature_head != "bilstm":
-            raise ValueError("--feature_lstm_units needs --feature_head=bilstm")
-        if config.extracted_features and not (config.feature_based and config.cache_features):
-            raise ValueError("--extracted_features needs --feature_based (and "
-                             "--cache_features, the head run alone on stored features)")
-        if config.line_unit not in ("auto",) + LINE_UNITS:
-            raise ValueError(f"--line_unit must be one of auto, {', '.join(LINE_UNITS)}; "
-                             f"got {config.line_unit!r}")
+        ner_config.check(config)
 
     def _length(self, config):
         check_seq_length(config.max_seq_length)

@@ -20,7 +20,6 @@ Reading and features (character offsets, windows): data.py.
 """
 
 import collections
-import dataclasses
 import json
 import os
 
@@ -28,20 +27,17 @@ import keras
 import numpy as np
 
 from bert_tf.models import run_dir
-from bert_tf.models.task_models import SQUAD_DEFAULTS, BertSpanLabeler, loss_scaled
+from bert_tf.models.task_models import BertSpanLabeler, loss_scaled
 from tasks import driver
 from tasks.task import Task, family
+from tasks.families.squad import config as squad_config
+from tasks.families.squad.config import SquadConfig
 from tasks.families.squad import metrics as squad_metrics
 from tasks.families.squad import postprocess as squad_postprocess
 # The reader and features, as tasks.families.squad.<name> too.
 from tasks.families.squad.data import (SquadExample, create_features,  # noqa: F401
                                        featurize, read_squad_examples, tokenize_contexts)
 from tasks.families.squad.serving import SquadModule
-
-# google's run_squad defaults: the window and decoding settings a run directory keeps,
-# and run_squad's sequence length.
-DEFAULTS = dict(SQUAD_DEFAULTS, max_seq_length=384)
-
 
 # ----------------------------------------------------------------------------- model
 
@@ -137,21 +133,6 @@ def evaluate_results(dataset, results, version_2_with_negative, threshold):
     return metrics
 
 
-@dataclasses.dataclass(frozen=True)
-class SquadConfig(driver.FineTuneConfig):
-    """FineTuneConfig + SQuAD's files and window/decoding settings. None: the trained
-    run's value (later runs), else DEFAULTS."""
-    max_seq_length: int = None
-    train_file: str = None
-    predict_file: str = None
-    version_2_with_negative: bool = None
-    doc_stride: int = None
-    max_query_length: int = None
-    n_best_size: int = None
-    max_answer_length: int = None
-    null_score_diff_threshold: float = None
-
-
 @family
 class SquadTask(Task):
     """SQuAD v1.1/v2.0 for tasks.driver: windows of the context, span logits, decoding
@@ -163,31 +144,13 @@ class SquadTask(Task):
     serving_module = SquadModule
 
     def check(self, config):
-        super().check(config)
-        if config.do_train and not config.train_file:
-            raise ValueError("--do_train needs --train_file")
-        if (config.do_predict or config.do_eval) and not config.predict_file:
-            raise ValueError("--do_predict/--do_eval need --predict_file")
-
-    def _filled(self, config, saved):
-        """Unset settings take the training run's values (saved), else DEFAULTS."""
-        config = config.replace(**{
-            key: saved.get(key, default)
-            for key, default in DEFAULTS.items()
-            if getattr(config, key) is None})
-        if config.max_seq_length <= config.max_query_length + 3:
-            raise ValueError(f"--max_seq_length ({config.max_seq_length}) must be greater "
-                             f"than --max_query_length ({config.max_query_length}) + 3")
-        for name in ("doc_stride", "n_best_size", "max_answer_length"):
-            if getattr(config, name) < 1:
-                raise ValueError(f"--{name} must be >= 1")
-        return config
+        squad_config.check(config)
 
     def training_config(self, config):
-        return self._filled(config, {})
+        return squad_config.filled(config, {})
 
     def restore(self, config, saved):
-        return self._filled(config.replace(
+        return squad_config.filled(config.replace(
             do_lower_case=saved["do_lower_case"],
             vocab_file=config.vocab_file or os.path.join(config.output_dir, "vocab.txt")),
             saved)
@@ -208,9 +171,8 @@ class SquadTask(Task):
             if config.do_eval and config.predict_file else [])
 
     def settings(self, config, train):
-        return BertSpanLabeler.settings(
-            config.max_seq_length, config.do_lower_case, **{
-                key: getattr(config, key) for key in SQUAD_DEFAULTS})
+        return BertSpanLabeler.settings(config.max_seq_length, config.do_lower_case,
+                                        **squad_config.window_settings(config))
 
     def read_eval(self, config, settings, tokenizer):
         self.results = self.dev = None

@@ -35,6 +35,7 @@ from bert_tf.models.task_models import BertMultipleChoice, loss_scaled
 from tasks import driver
 from tasks.families.swag.serving import MultipleChoiceModule
 from tasks.task import Task, family
+from tasks.families.swag.config import SwagConfig
 from tasks.keras_metrics import ConfusionMatrixMetric
 from tasks.rows import DataError, RowReport, file_records, finish_report, header_cells
 from tasks.outputs import predict_outputs, softmax
@@ -195,15 +196,6 @@ def write_predictions(path, examples, predictions):
             row = [example.guid, str(int(predictions["label_ids"][i]))]
             row += [f"{p:.6f}" for p in predictions["probabilities"][i]]
             f.write("\t".join(row) + "\n")
-
-
-@dataclasses.dataclass(frozen=True)
-class SwagConfig(driver.FineTuneConfig):
-    data_dir: str = None
-    train_file: str = None
-    dev_file: str = None
-    test_file: str = None
-    bad_rows: str = "skip"
 
 
 @family
