@@ -125,15 +125,17 @@ def run(task, config):
         from tasks.resume import check_resume_state, resume_settings
         data = data_fingerprints(task.training_files(config) +
                                  [("--vocab_file", config.vocab_file)])
+        resolved = task.resolved(config, settings, train)
         resuming, _ = check_resume_state(config.output_dir, resume_settings(
             config, *step_plan(config, train_steps(config, task.num_examples(train))), data,
-            task.resolved(config, settings)))
+            resolved))
     else:
         settings = saved
     evaluation = task.read_eval(config, settings, tokenizer)
     with strategy.scope():
         encoder = task_encoder(config)
         model = task.build_model(encoder, config, settings, train)
+        task.prepare(model, config, train, evaluation)
     check_vocab_fits(config.vocab_file, encoder.bert_config.vocab_size)
 
     if config.do_train:
@@ -156,7 +158,7 @@ def run(task, config):
         metric, mode = task.monitor(settings)
         fit(trained, lambda: task.dataset(train, config, settings, training=True), eval_ds,
             config, num_steps, monitor=f"val_{metric}" if eval_ds is not None else None,
-            mode=mode, saved=model, data=data, resolved=task.resolved(config, settings))
+            mode=mode, saved=model, data=data, resolved=resolved)
     run_dir.load_weights(model, run_dir.weights_file(config.output_dir))
 
     results = {}

@@ -23,7 +23,6 @@ import sys
 import numpy as np
 
 from bert_tf.base.files import atomic_write, write_json
-from bert_tf.text.preprocessor import BertPreprocessor
 from bert_tf.models.task_models import BertClassifier, loss_scaled, window_pooling
 from tasks import driver, text_inputs
 from tasks.families.multilabel import config as flags, data
@@ -131,7 +130,6 @@ class MultiLabelTask(Task):
                     **text_inputs.settings(config, 2 if config.text_b_column else 1))
 
     def read_eval(self, config, settings, tokenizer):
-        self.preprocessor = BertPreprocessor(tokenizer, config.max_seq_length)
         # The file to predict is read here too, before training or writing anything: a
         # bad row (or a label not among the classes, in a file with labels) is refused
         # first. With labels, its predictions are scored (`predict`).
@@ -178,7 +176,7 @@ class MultiLabelTask(Task):
             [e.text_a for e in examples],
             [e.text_b for e in examples] if config.text_b_column else None,
             data.multi_hot(examples, self.labels),
-            lambda a, b: text_inputs.preprocess(self.preprocessor, config, a, b),
+            lambda a, b: text_inputs.preprocess(self.preprocessor(config), config, a, b),
             batch_size or driver.batch_size(config, training), config.max_seq_length,
             "logits", training, config.seed, driver.length_batching(config, training))
 

@@ -322,53 +322,51 @@ class NerTask(Task):
             vocab_file=config.vocab_file or os.path.join(config.output_dir, "vocab.txt")))
 
     def read_train(self, config, tokenizer):
+        """(the training file's ConllFile, its features)."""
         conll = read_conll(config.train_file, config.line_unit)
         if conll.columns == 1:
             raise ValueError(f"{config.train_file}: no tags to train on (one column)")
-        self.labels = label_list(conll)
-        self.line_unit = conll.line_unit
-        return featurize(config.train_file, tokenizer, self.labels, config.max_seq_length,
-                         conll, doc_stride=config.doc_stride)[1]
+        return featurize(config.train_file, tokenizer, label_list(conll),
+                         config.max_seq_length, conll, doc_stride=config.doc_stride)[:2]
 
-    def resolved(self, config, settings):
+    def resolved(self, config, settings, train):
         """--line_unit=auto as the training file's lines were read: a resume that names
         that unit is the same run."""
-        return dict(settings, line_unit=self.line_unit)
+        return dict(settings, line_unit=train[0].line_unit)
 
-    def num_examples(self, features):
-        return len(features["token_ids"])
+    def num_examples(self, train):
+        return len(train[1]["token_ids"])
 
     def settings(self, config, train):
         return BertTokenClassifier.settings(
-            self.labels, config.max_seq_length, config.do_lower_case, config.feature_based,
-            doc_stride=config.doc_stride, **config.feature_settings())
+            label_list(train[0]), config.max_seq_length, config.do_lower_case,
+            config.feature_based, doc_stride=config.doc_stride, **config.feature_settings())
 
-    def _read_eval(self, config, settings, tokenizer):
+    def validation(self, evaluation):
+        return evaluation[1]
+
+    def read_eval(self, config, settings, tokenizer):
+        """(the evaluation file's ConllFile, its features), or None without --do_eval."""
         if not config.do_eval:
             return None
         return featurize(config.eval_file, tokenizer, settings["labels"],
                          config.max_seq_length, line_unit=config.line_unit,
                          doc_stride=config.doc_stride)[:2]
 
-    def validation(self, evaluation):
-        return evaluation[1]
-
-    def read_eval(self, config, settings, tokenizer):
-        self._evaluation = evaluation = self._read_eval(config, settings, tokenizer)
-        return evaluation
-
     def build_model(self, encoder, config, settings, train=None):
-        model = self.model_class.from_settings(encoder, settings)  # as load_task_model does
-        if config.extracted_features and model.feature_based:
-            # Read (and checked) now, before the run writes anything.
-            evaluation = getattr(self, "_evaluation", None)
-            for features, source in ((train, config.train_file),
-                                     (evaluation and evaluation[1], config.eval_file)):
-                if features is not None:
-                    features["frozen"] = frozen_features.extracted_features(
-                        model.get_layer("frozen_layers"), features,
-                        config.extracted_features, source)
-        return model
+        return self.model_class.from_settings(encoder, settings)  # as load_task_model does
+
+    def prepare(self, model, config, train, evaluation):
+        """--extracted_features: the frozen features of the training and evaluation files
+        read (and checked against the model's frozen layers) before the run writes
+        anything."""
+        if not (config.extracted_features and model.feature_based):
+            return
+        for data, source in ((train, config.train_file), (evaluation, config.eval_file)):
+            if data is not None:
+                data[1]["frozen"] = frozen_features.extracted_features(
+                    model.get_layer("frozen_layers"), data[1], config.extracted_features,
+                    source)
 
     def compile(self, model, optimizer, config, jit_compile):
         compile_ner_model(model, optimizer)
@@ -402,14 +400,15 @@ class NerTask(Task):
         read from --extracted_features) for the data file `source`."""
         if not (model.feature_based and config.cache_features):
             return model, features
-        if "frozen" in features:                      # read in build_model
+        if "frozen" in features:                      # read in prepare
             return model.feature_head_model(), features
         return frozen_features.head_and_features(
             model, features, os.path.join(config.output_dir, "feature_cache"),
             config.eval_batch_size, config.extracted_features, source)
 
     def trainer(self, model, train, validation, config, settings):
-        head, train = self._cached(model, config, train, config.train_file)
+        """(the model or its head alone, the training features, the validation's)."""
+        head, train = self._cached(model, config, train[1], config.train_file)
         if head is not model:
             compile_ner_model(head, model.optimizer)
             if validation is not None:

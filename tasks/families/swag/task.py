@@ -230,7 +230,6 @@ class SwagTask(Task):
         return 2    # the context, then the start of the sentence and one ending
 
     def read_train(self, config, tokenizer):
-        self.preprocessor = MultipleChoicePreprocessor(tokenizer, config.max_seq_length)
         return self._read(config, "train")
 
     def settings(self, config, train):
@@ -238,7 +237,6 @@ class SwagTask(Task):
                                                 config.do_lower_case)
 
     def read_eval(self, config, settings, tokenizer):
-        self.preprocessor = MultipleChoicePreprocessor(tokenizer, config.max_seq_length)
         return self._read(config, "dev") if config.do_eval else None
 
     def build_model(self, encoder, config, settings, train=None):
@@ -260,7 +258,8 @@ class SwagTask(Task):
         return "dev_file"        # given, it replaces DATA_DIR/val.csv
 
     def dataset(self, examples, config, settings, training):
-        return make_dataset(examples, self.preprocessor, driver.batch_size(config, training),
+        return make_dataset(examples, self.preprocessor(config, MultipleChoicePreprocessor),
+                            driver.batch_size(config, training),
                             training=training, seed=config.seed,
                             length_batching=driver.length_batching(config, training))
 
@@ -274,7 +273,8 @@ class SwagTask(Task):
     def predict(self, model, config, settings, tokenizer):
         test = self._read(config, "test", with_labels=False)
         outputs = predict_outputs(
-            model, make_dataset(test, self.preprocessor, config.predict_batch_size,
+            model, make_dataset(test, self.preprocessor(config, MultipleChoicePreprocessor),
+                                config.predict_batch_size,
                                 length_batching=driver.length_batching(config, False)),
             len(test))
         write_predictions(os.path.join(config.output_dir, "test_results.tsv"), test,
