@@ -65,12 +65,6 @@ COMMON_FLAGS = {
 }
 
 
-# --jit_compile, for the tasks that offer it (after their own flags in --help).
-JIT_COMPILE_FLAG = {"jit_compile": dict(help=(
-    "XLA-compile the train/eval steps (compiling takes a minute or more; on "
-    "CPU the steps measured slower with it: docs/benchmarks.md, Fine-tuning)"))}
-
-
 def add_config_flags(parser, config_class, flags):
     """One flag per entry of `flags` ({field name: add_argument options such as help,
     choices, required}), its default and type taken from config_class's field of that

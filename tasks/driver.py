@@ -14,8 +14,9 @@ settings are a frozen dataclass (`FineTuneConfig` or a subclass); the command li
 (`python -m tasks.<name>`) fill one from their flags.
 
 Adding a task: subclass `Task` (read_train, settings, build_model, compile, dataset,
-evaluate and/or predict), give it a config dataclass if it has settings of its own, and
-declare its parts: `model_class` (a bert_tf task model: the run directory it leaves),
+evaluate and/or predict), give it its settings type if it has settings of its own (a
+`FineTuneConfig` subclass: its fields, their help texts `FLAGS` and ranges `RANGES`; the
+command, the Task and the serving module read them there), and declare its parts: `model_class` (a bert_tf task model: the run directory it leaves),
 `serving_module` (an export.serving class) and `export_name`, registered with `@family`
 for `python -m export.saved_model`. tests/test_driver.py builds and exports one in about
 100 lines.
@@ -31,6 +32,13 @@ from typing import ClassVar
 from bert_tf.models import run_dir
 from bert_tf.base.cli import DTYPES, check_seq_length
 from bert_tf.base.files import write_results
+
+
+# --jit_compile's help text, for the families' settings that offer the flag (FLAGS: after
+# their own flags in --help).
+JIT_COMPILE_FLAG = {"jit_compile": dict(help=(
+    "XLA-compile the train/eval steps (compiling takes a minute or more; on "
+    "CPU the steps measured slower with it: docs/benchmarks.md, Fine-tuning)"))}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,7 +5,7 @@ TensorFlow-free (the flags and GLUE's task table only)."""
 import dataclasses
 from typing import ClassVar
 
-from tasks import common, text_inputs
+from tasks import driver, text_inputs
 from tasks.families.classification.data import GLUE_TASKS, TASK_NAMES
 from tasks.task import Task
 
@@ -58,7 +58,7 @@ class ClassificationConfig(text_inputs.WindowConfig):
             "skip: count bad rows (malformed, empty text, unknown label) and report them; "
             "error: stop at the first with its file and line")),
         **text_inputs.FLAGS,
-        **common.JIT_COMPILE_FLAG,
+        **driver.JIT_COMPILE_FLAG,
     }
 
 

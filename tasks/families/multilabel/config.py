@@ -6,7 +6,7 @@ model load (task.py's MultiLabelTask runs the same checks, for Python callers)."
 import dataclasses
 from typing import ClassVar
 
-from tasks import common, text_inputs
+from tasks import driver, text_inputs
 from tasks.families.multilabel import data
 from tasks.task import Task
 
@@ -64,7 +64,7 @@ class MultiLabelConfig(text_inputs.WindowConfig):
             "zero start can learn nothing at all (every label collapses to its frequency); "
             "false gives the plain start (docs/benchmarks.md, Multi-label)")),
         **text_inputs.FLAGS,
-        **common.JIT_COMPILE_FLAG,
+        **driver.JIT_COMPILE_FLAG,
     }
 
 

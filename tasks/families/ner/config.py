@@ -48,8 +48,9 @@ class NerConfig(driver.FineTuneConfig):
                                     "false: run it at every step"),
         "extracted_features": dict(help=(
             "with --feature_based: read the frozen features from bert_tf.extract_features' "
-            "TFRecord files (comma-separated globs; its tfrecord output format) over the sentences' "
-            "texts, one a line, instead of running the encoder over each file; found by "
+            "TFRecord files (comma-separated globs; its tfrecord output format) over the "
+            "sentences' texts, one a line, instead of running the encoder over each file; "
+            "found by "
             "their word pieces, checked against the encoder")),
         "doc_stride": dict(help="a sentence longer than max_seq_length - 2 pieces is read in "
                                 "overlapping windows of whole words starting this many pieces "

@@ -4,7 +4,7 @@ and types are the fields'). TensorFlow-free."""
 import dataclasses
 from typing import ClassVar
 
-from tasks import common, driver
+from tasks import driver
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,5 +24,5 @@ class SwagConfig(driver.FineTuneConfig):
         "bad_rows": dict(choices=("skip", "error"),
                          help="skip: count bad rows and report them; error: stop at the "
                               "first"),
-        **common.JIT_COMPILE_FLAG,
+        **driver.JIT_COMPILE_FLAG,
     }
