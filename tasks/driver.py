@@ -173,7 +173,7 @@ def run(task, config):
     if config.do_eval:
         results.update(task.evaluate(model, evaluation, config, settings))
     if config.do_predict:
-        results.update(task.predict(model, config, settings, tokenizer))
+        results.update(task.predict(model, config, settings, tokenizer, evaluation))
     if results:
         write_results(os.path.join(config.output_dir, "eval_results.txt"), results)
         task.print_results(results)

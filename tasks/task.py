@@ -189,8 +189,10 @@ class Task:
         """Scores `data` (read_eval's) -> {name: value}; may write prediction files."""
         return {}
 
-    def predict(self, model, config, settings, tokenizer):
-        """Predicts the prediction file(s) and writes them -> metrics it could score."""
+    def predict(self, model, config, settings, tokenizer, evaluation):
+        """Predicts the prediction file(s) and writes them -> metrics it could score.
+        evaluation: read_eval's data (None without it), for a family whose prediction
+        file is its evaluation file (SQuAD's)."""
         return {}
 
     def print_results(self, results):

@@ -406,7 +406,7 @@ class ClassificationTask(Task):
             results[f"{prefix}_num_examples"] = len(examples)
         return results
 
-    def predict(self, model, config, settings, tokenizer):
+    def predict(self, model, config, settings, tokenizer, evaluation):
         labels, glue = settings["labels"], GLUE_TASKS.get(config.task_name)
         for split in splits_of(config, "test"):
             examples = self.read(config, split, labels, settings["regression"],

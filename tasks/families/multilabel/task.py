@@ -218,7 +218,7 @@ class MultiLabelTask(Task):
                        settings)
         return self.scores(gold, probabilities, settings["thresholds"], "eval")
 
-    def predict(self, model, config, settings, tokenizer):
+    def predict(self, model, config, settings, tokenizer, evaluation):
         """test_results.jsonl: per row its index, predicted label set and every label's
         probability. A file to predict that has the label column is scored too: its
         metrics (test_micro_f1, ...: evaluation's, named for the test set) go to

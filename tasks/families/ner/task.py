@@ -429,7 +429,7 @@ class NerTask(Task):
                             config.eval_batch_size, driver.length_batching(config, False))
         return _score("eval", conll, tags)
 
-    def predict(self, model, config, settings, tokenizer):
+    def predict(self, model, config, settings, tokenizer, evaluation):
         conll, features, _ = featurize(config.predict_file, tokenizer, settings["labels"],
                                        config.max_seq_length, line_unit=config.line_unit,
                                        doc_stride=config.doc_stride)

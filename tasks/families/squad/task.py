@@ -175,10 +175,11 @@ class SquadTask(Task):
                                         **squad_config.window_settings(config))
 
     def read_eval(self, config, settings, tokenizer):
-        self.results = self.dev = None
+        """The predict file's examples and features (what --do_eval scores, --do_predict
+        predicts and training validates on), or None without it."""
         if config.predict_file and (config.do_predict or config.do_eval):
-            self.dev = featurize(config.predict_file, tokenizer, config, is_training=False)
-        return self.dev
+            return featurize(config.predict_file, tokenizer, config, is_training=False)
+        return None
 
     def validation(self, dev):
         return dev[3]
@@ -206,18 +207,15 @@ class SquadTask(Task):
                                                                                training))
 
     def _decode(self, model, dev, config):
-        """Decoded answers of the predict file, written once (eval and predict share)."""
-        if self.results is None:
-            examples, contexts, _, features, _ = dev
-            start, end = predict_logits(model, features, config.predict_batch_size,
-                                        driver.length_batching(config, training=False))
-            self.results = postprocess(
-                examples, contexts, features, start, end, config.n_best_size,
-                config.max_answer_length, config.version_2_with_negative,
-                config.null_score_diff_threshold)
-            write_predictions(self.results, config.output_dir,
-                              config.version_2_with_negative)
-        return self.results
+        """Decoded answers of the predict file, written (predictions.json, ...)."""
+        examples, contexts, _, features, _ = dev
+        start, end = predict_logits(model, features, config.predict_batch_size,
+                                    driver.length_batching(config, training=False))
+        results = postprocess(examples, contexts, features, start, end, config.n_best_size,
+                              config.max_answer_length, config.version_2_with_negative,
+                              config.null_score_diff_threshold)
+        write_predictions(results, config.output_dir, config.version_2_with_negative)
+        return results
 
     def evaluate(self, model, dev, config, settings):
         metrics = evaluate_results(dev[2], self._decode(model, dev, config),
@@ -230,8 +228,11 @@ class SquadTask(Task):
                                    "best_f1_thresh"]))
         return metrics
 
-    def predict(self, model, config, settings, tokenizer):
-        self._decode(model, self.dev, config)
+    def predict(self, model, config, settings, tokenizer, dev):
+        # With --do_eval the answers were decoded and written by evaluate (the same
+        # file, the same weights and settings).
+        if not config.do_eval:
+            self._decode(model, dev, config)
         return {}
 
     def print_results(self, results):

@@ -270,7 +270,7 @@ class SwagTask(Task):
         return dict({f"eval_{k}": v for k, v in values.items()},
                     eval_num_examples=len(examples))
 
-    def predict(self, model, config, settings, tokenizer):
+    def predict(self, model, config, settings, tokenizer, evaluation):
         test = self._read(config, "test", with_labels=False)
         outputs = predict_outputs(
             model, make_dataset(test, self.preprocessor(config, MultipleChoicePreprocessor),
