@@ -20,6 +20,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tests import fuzz_inputs  # noqa: E402
+from tests.testing import command_main  # noqa: E402
 
 
 def listing(root):
@@ -79,11 +80,10 @@ def rows(ns, out):
 
 def run(module, argv):
     """(exit status, what the command wrote on stderr) of a command run in this process."""
-    import importlib
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
-            importlib.import_module(module).main(argv)
+            command_main(module)(argv)
             code = 0
         except SystemExit as e:
             code = e.code

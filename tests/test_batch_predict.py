@@ -32,7 +32,7 @@ SPANNING_ROWS = [(2, "two\nlines, here"), (4, "plain"), (5, 'say "hi"\r\nand\n\n
 
 
 def main(argv):
-    from export.batch_predict import main as batch_main
+    from export.batch_predict.__main__ import main as batch_main
     return batch_main(argv)
 
 
@@ -356,7 +356,7 @@ def test_refusals_of_flags_and_files_come_before_tensorflow(classifier, tmp_path
           f"--output_file={tmp_path / 'e' / 'p'}"], "is empty (0 bytes)"),
     ]
     code = ("import sys; sys.modules['tensorflow'] = None; "
-            "from export.batch_predict import main; main(sys.argv[1:])")
+            "from export.batch_predict.__main__ import main; main(sys.argv[1:])")
     for argv, expect in cases:
         before = tree_hash(str(tmp_path))
         done = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT,

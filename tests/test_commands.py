@@ -6,6 +6,8 @@ import importlib
 
 import pytest
 
+from tests.testing import command_main
+
 FLAGS = {
     "bert_tf.build_vocab": """
         character_coverage do_lower_case input_file max_unique_chars min_frequency output_file
@@ -89,7 +91,7 @@ FLAGS = {
 def test_help_exits_0_and_lists_the_same_flags(command, capsys):
     import re
     with pytest.raises(SystemExit) as exit_:
-        importlib.import_module(command).main(["--help"])
+        command_main(command)(["--help"])
     assert exit_.value.code == 0
     shown = set(re.findall(r"(?<![\w-])--([a-z][a-z0-9_]*)", capsys.readouterr().out))
     assert shown - {"help"} == set(FLAGS[command].split()), command

@@ -1151,7 +1151,7 @@ def read_shards(prefix):
 
 
 def batch_predict(*argv):
-    from export.batch_predict import main as batch_main
+    from export.batch_predict.__main__ import main as batch_main
     return batch_main(list(argv))
 
 
@@ -1221,7 +1221,7 @@ def test_batch_predict_cuts_lists_padded_per_call_to_their_count():
     taken whole and a declared per-call width is refused in one line."""
     from types import SimpleNamespace
     from bert_tf.data.errors import InputError
-    from export.batch_predict import counted_outputs
+    from export.batch_predict.signature import counted_outputs
 
     def signature(**shapes):
         return SimpleNamespace(structured_outputs={
@@ -1356,7 +1356,7 @@ def test_batch_predict_stops_on_an_input_that_changes_while_it_reads(all_exports
                                                                     monkeypatch, capsys):
     """An input file appended to after the first shard: the job stops in one line naming
     it, before a shard of the new content is written, and leaves no temporary file."""
-    from export import batch_predict as module
+    from export.batch_predict import engines as module
     source = batch_input("ner", str(tmp_path))[0]
     real = module.run_shard
 
@@ -1506,5 +1506,5 @@ def test_batch_predict_resumes_after_kill_9_and_refuses_other_runs(all_exports, 
 
 
 def batch_predict_main(argv):
-    from export.batch_predict import main as batch_main
+    from export.batch_predict.__main__ import main as batch_main
     return batch_main(argv)

@@ -10,13 +10,12 @@ where the command's output is cheap to compare, the same output as the clean inp
 The full and read-only output directories are in tests/test_full_disk.py (they need a
 tmpfs mount)."""
 
-import importlib
 import os
 
 import pytest
 
 from tests import fuzz_inputs
-from tests.testing import tree_hash
+from tests.testing import command_main, tree_hash
 
 ROWS = {}
 
@@ -537,7 +536,7 @@ def test_row(name, ns, tmp_path, request):
     capsys = request.getfixturevalue("capfd" if name in DAMAGED else "capsys")
     inputs = [_resolve(value, ns) for value in DAMAGED.get(name, ())]
     before = [_contents(path) for path in inputs]
-    main = importlib.import_module(command).main
+    main = command_main(command)
     try:
         main(args)
         code = 0

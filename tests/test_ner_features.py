@@ -17,7 +17,7 @@ import pytest
 from bert_tf.models.task_layers import FEATURE_LAYERS, feature_layer_indexes
 from bert_tf.models.task_models import BertTokenClassifier
 from tasks.families.ner import conlleval
-from tasks import frozen_features
+from tasks.families.ner import frozen_features
 from tasks import ner as ner_command
 from tasks.families.ner import task as ner
 from tests.test_ner import HELD_OUT_ENTITIES, TRAIN_ENTITIES, make_conll

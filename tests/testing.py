@@ -151,10 +151,18 @@ def tree_hash(root):
     return found
 
 
+def command_main(module):
+    """The `main` that `python -m module` runs: the module's, or its package's __main__'s."""
+    import importlib
+    found = importlib.import_module(module)
+    if hasattr(found, "__path__"):
+        found = importlib.import_module(module + ".__main__")
+    return found.main
+
+
 def run_command(module, argv, capsys):
     """(exit status, stderr lines) of `python -m module argv`, in this process."""
-    import importlib
-    main = importlib.import_module(module).main
+    main = command_main(module)
     capsys.readouterr()
     try:
         main(argv)
@@ -189,7 +197,10 @@ def refused(main, argv, capsys, expect, *trees):
 # main, its exit status and stderr, and whether TensorFlow was imported by then.
 _REFUSALS_CHILD = """
 import contextlib, importlib, io, json, sys
-main = importlib.import_module(sys.argv[1]).main
+main = importlib.import_module(sys.argv[1])
+if hasattr(main, "__path__"):
+    main = importlib.import_module(sys.argv[1] + ".__main__")
+main = main.main
 results = []
 for argv in json.loads(sys.argv[2]):
     err = io.StringIO()

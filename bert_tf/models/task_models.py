@@ -398,7 +398,7 @@ class BertTokenClassifier(_TaskModel):
         feature_lstm_units: the BiLSTM's hidden units per direction (768: the paper's).
 
     `feature_head_model()` gives the head alone, for features computed once
-    (tasks/frozen_features.py).
+    (tasks/families/ner/frozen_features.py).
 
     Example:
         >>> import bert_tf

@@ -42,7 +42,7 @@ embeddings, the second-to-last or last layer, a learned weighted sum of the last
 of all layers, or the last four concatenated: the default) and is --feature_head: one
 dense layer (linear, the default) or the paper's two-layer BiLSTM before it (bilstm,
 --feature_lstm_units per direction). The encoder runs once over each file: its features
-are kept in OUTPUT_DIR/feature_cache/ (tasks/frozen_features.py says what the files are
+are kept in OUTPUT_DIR/feature_cache/ (tasks/families/ner/frozen_features.py says what the files are
 keyed by), and only the head runs at each step (--cache_features=false: the whole model
 runs, the same numbers). --extracted_features=PATTERN reads them instead from
 bert_tf.extract_features' TFRecord output (`--output_format=tfrecord`, on the local or
@@ -69,7 +69,8 @@ from tasks.families.ner import conlleval
 from bert_tf.text.packing import pack_row
 from bert_tf.text.windows import (check_doc_stride, default_doc_stride,  # noqa: F401
                                   max_context, windows)  # (as ner.<name> too)
-from tasks import driver, frozen_features
+from tasks import driver
+from tasks.families.ner import frozen_features
 from tasks.task import Task, family
 from tasks.families.ner import config as ner_config
 from tasks.families.ner.config import FEATURE_DEFAULTS, NerConfig
@@ -195,7 +196,7 @@ def make_dataset(features, batch_size, training=False, seed=0, with_labels=True,
                  length_batching="off"):
     """tf.data of (inputs, {"logits": tags}) batches; length_batching: a bert_tf.text.batching
     mode (the per-token tags are cut with the inputs). Features with "frozen" (a frozen
-    encoder's outputs, tasks/frozen_features.py) give the inputs of the model's head
+    encoder's outputs, tasks/families/ner/frozen_features.py) give the inputs of the model's head
     alone, {"features", "padding_mask"}, in the batches the token ids would make."""
     import tensorflow as tf
 
