@@ -172,11 +172,12 @@ class MultiLabelTask(Task):
         """tf.data of (inputs, {"logits": multi-hot [B, K]}[, weights]) batches, tokenized
         in the pipeline (tasks/text_inputs.py); evaluation padded to whole batches with
         weight-0 rows."""
+        preprocessor = self.preprocessor(config)        # made here, not in the pipeline
         return text_inputs.dataset(
             [e.text_a for e in examples],
             [e.text_b for e in examples] if config.text_b_column else None,
             data.multi_hot(examples, self.labels),
-            lambda a, b: text_inputs.preprocess(self.preprocessor(config), config, a, b),
+            lambda a, b: text_inputs.preprocess(preprocessor, config, a, b),
             batch_size or driver.batch_size(config, training), config.max_seq_length,
             "logits", training, config.seed, driver.length_batching(config, training))
 
