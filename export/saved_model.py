@@ -34,9 +34,13 @@ from tasks.families import REGISTRY
 
 # From a pretrained checkpoint.
 PRETRAINED = ("pretraining", "embeddings")
-# --task's choices: the pretrained ones, then the task families' names (tasks/families'
-# registry, read without TensorFlow, so --help needs none).
-TASKS = PRETRAINED + tuple(REGISTRY)
+
+
+def tasks():
+    """--task's choices: the pretrained ones, then the task families' names
+    (tasks/families' registry, read without TensorFlow, so --help needs none), read when
+    the flags are parsed (a family registered after this module was imported is one)."""
+    return PRETRAINED + tuple(REGISTRY)
 
 
 def next_version(output_dir):
@@ -187,7 +191,7 @@ def export(module, output_dir):
 def main(argv=None):
     p = ArgumentParser(prog="python -m export.saved_model",
                        description=__doc__.split("\n\n")[0])
-    p.add_argument("--task", required=True, choices=TASKS)
+    p.add_argument("--task", required=True, choices=tasks())
     p.add_argument("--checkpoint_dir", required=True,
                    help=f"{'/'.join(PRETRAINED)}: google TF1, HF directory or .keras "
                         f"(vocab.txt beside); {'/'.join(REGISTRY)}: the --output_dir of "

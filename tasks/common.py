@@ -65,12 +65,6 @@ COMMON_FLAGS = {
 }
 
 
-# --jit_compile, for the tasks that offer it (after their own flags in --help).
-JIT_COMPILE_FLAG = {"jit_compile": dict(help=(
-    "XLA-compile the train/eval steps (compiling takes a minute or more; on "
-    "CPU the steps measured slower with it: docs/benchmarks.md, Fine-tuning)"))}
-
-
 def add_config_flags(parser, config_class, flags):
     """One flag per entry of `flags` ({field name: add_argument options such as help,
     choices, required}), its default and type taken from config_class's field of that
@@ -97,6 +91,13 @@ def add_common_flags(parser, config_class=None):
     NER and SQuAD leave max_seq_length unset: the trained run's)."""
     from tasks.driver import FineTuneConfig
     return add_config_flags(parser, config_class or FineTuneConfig, COMMON_FLAGS)
+
+
+def add_flags(parser, config_class):
+    """A family's command's flags: google's fine-tuning flags, then the settings' own
+    (config_class.FLAGS), each flag's default and type its field's."""
+    add_common_flags(parser, config_class)
+    return add_config_flags(parser, config_class, config_class.FLAGS)
 
 
 class DefaultsOnceFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -128,14 +129,5 @@ def run(task, config_class, args):
         config = config_class.from_args(a)
         return driver.run(task if isinstance(task, Task) else task(config), config)
     # Interrupted: SIGTERM or SIGINT stopped training after saving (tasks/resume.py).
-    return run_main(run_task, args, errors=(Interrupted,), **FLAG_RANGES)
-
-
-# Every task's numeric flags and their ranges (bert_tf/base/cli.py's check_flags; a task's
-# own ones are skipped by the tasks without them).
-FLAG_RANGES = dict(positive=(
-    "max_seq_length", "train_batch_size", "eval_batch_size", "predict_batch_size",
-    "learning_rate", "num_train_epochs", "save_checkpoints_steps", "doc_stride",
-    "max_query_length", "n_best_size", "max_answer_length", "feature_lstm_units"),
-    non_negative=("weight_decay", "cpu_devices", "max_windows"),
-    fractions=("warmup_proportion",))
+    # The numeric flags' ranges are the settings' (FineTuneConfig.flag_ranges).
+    return run_main(run_task, args, errors=(Interrupted,), **config_class.flag_ranges())

@@ -14,8 +14,9 @@ settings are a frozen dataclass (`FineTuneConfig` or a subclass); the command li
 (`python -m tasks.<name>`) fill one from their flags.
 
 Adding a task: subclass `Task` (read_train, settings, build_model, compile, dataset,
-evaluate and/or predict), give it a config dataclass if it has settings of its own, and
-declare its parts: `model_class` (a bert_tf task model: the run directory it leaves),
+evaluate and/or predict), give it its settings type if it has settings of its own (a
+`FineTuneConfig` subclass: its fields, their help texts `FLAGS` and ranges `RANGES`; the
+command, the Task and the serving module read them there), and declare its parts: `model_class` (a bert_tf task model: the run directory it leaves),
 `serving_module` (an export.serving class) and `export_name`, registered with `@family`
 for `python -m export.saved_model`. tests/tasks/test_driver.py builds and exports one in about
 100 lines.
@@ -26,10 +27,18 @@ import dataclasses
 import math
 import os
 import sys
+from typing import ClassVar
 
 from bert_tf.models import run_dir
 from bert_tf.base.cli import DTYPES, check_seq_length
 from bert_tf.base.files import write_results
+
+
+# --jit_compile's help text, for the families' settings that offer the flag (FLAGS: after
+# their own flags in --help).
+JIT_COMPILE_FLAG = {"jit_compile": dict(help=(
+    "XLA-compile the train/eval steps (compiling takes a minute or more; on "
+    "CPU the steps measured slower with it: docs/benchmarks.md, Fine-tuning)"))}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +69,29 @@ class FineTuneConfig:
     length_batching: str = "longest"
     jit_compile: bool = False
     save_checkpoints_steps: int = 1000
+
+    # A family's settings (a subclass) own its flags: FLAGS, the help texts of its own
+    # fields in --help's order, after google's (tasks/common.py's COMMON_FLAGS; defaults
+    # and types are the fields'), and RANGES, its numeric flags' ranges by kind
+    # (bert_tf/base/cli.py's check_flags: positive, non_negative, fractions), which
+    # `flag_ranges` adds after its bases'.
+    FLAGS: ClassVar[dict] = {}
+    RANGES: ClassVar[dict] = dict(
+        positive=("max_seq_length", "train_batch_size", "eval_batch_size",
+                  "predict_batch_size", "learning_rate", "num_train_epochs",
+                  "save_checkpoints_steps"),
+        non_negative=("weight_decay", "cpu_devices"),
+        fractions=("warmup_proportion",))
+
+    @classmethod
+    def flag_ranges(cls):
+        """{kind: flag names} of every numeric flag of these settings (check_flags'
+        keyword arguments): the RANGES of its bases first, then its own."""
+        ranges = {}
+        for klass in reversed(cls.__mro__):
+            for kind, names in vars(klass).get("RANGES", {}).items():
+                ranges[kind] = ranges.get(kind, ()) + tuple(names)
+        return ranges
 
     @classmethod
     def from_args(cls, args):
@@ -101,15 +133,17 @@ def run(task, config):
         from tasks.resume import check_resume_state, resume_settings
         data = data_fingerprints(task.training_files(config) +
                                  [("--vocab_file", config.vocab_file)])
+        resolved = task.resolved(config, settings, train)
         resuming, _ = check_resume_state(config.output_dir, resume_settings(
             config, *step_plan(config, train_steps(config, task.num_examples(train))), data,
-            task.resolved(config, settings)))
+            resolved))
     else:
         settings = saved
     evaluation = task.read_eval(config, settings, tokenizer)
     with strategy.scope():
         encoder = task_encoder(config)
         model = task.build_model(encoder, config, settings, train)
+        task.prepare(model, config, train, evaluation)
     check_vocab_fits(config.vocab_file, encoder.bert_config.vocab_size)
 
     if config.do_train:
@@ -132,14 +166,14 @@ def run(task, config):
         metric, mode = task.monitor(settings)
         fit(trained, lambda: task.dataset(train, config, settings, training=True), eval_ds,
             config, num_steps, monitor=f"val_{metric}" if eval_ds is not None else None,
-            mode=mode, saved=model, data=data, resolved=task.resolved(config, settings))
+            mode=mode, saved=model, data=data, resolved=resolved)
     run_dir.load_weights(model, run_dir.weights_file(config.output_dir))
 
     results = {}
     if config.do_eval:
         results.update(task.evaluate(model, evaluation, config, settings))
     if config.do_predict:
-        results.update(task.predict(model, config, settings, tokenizer))
+        results.update(task.predict(model, config, settings, tokenizer, evaluation))
     if results:
         write_results(os.path.join(config.output_dir, "eval_results.txt"), results)
         task.print_results(results)

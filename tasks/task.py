@@ -50,6 +50,22 @@ class Task:
         """The run directory's TASK_config.json stem (`run_stem`)."""
         return run_stem(type(self))
 
+    def preprocessor(self, config, kind=None):
+        """The run's raw text -> inputs step: `kind` (a bert_tf.text.preprocessor
+        BertPreprocessor class; default BertPreprocessor) over the config's vocabulary,
+        case and sequence length, made once per task object and those settings, for
+        the hooks that tokenize (dataset, predict)."""
+        from bert_tf.text.preprocessor import BertPreprocessor
+        from bert_tf.text.tokenization import BertTokenizer
+        kind = kind or BertPreprocessor
+        key = (kind, config.vocab_file, config.do_lower_case, config.max_seq_length)
+        made = getattr(self, "_preprocessors", {})
+        if key not in made:
+            made = self._preprocessors = {key: kind(BertTokenizer(
+                config.vocab_file, do_lower_case=config.do_lower_case),
+                config.max_seq_length)}
+        return made[key]
+
     def check(self, config):
         """Raises ValueError for flag combinations the task cannot run."""
         if not (config.do_train or config.do_eval or config.do_predict):
@@ -113,10 +129,11 @@ class Task:
         """TASK_config.json of a training run (what `restore` and export read back)."""
         raise NotImplementedError
 
-    def resolved(self, config, settings):
+    def resolved(self, config, settings, train):
         """The training run's settings as a resumed run compares them
         (tasks/resume.py's resume_settings): `settings` (TASK_config.json's), and what
-        else a flag's default resolved to that the file does not keep."""
+        else a flag's default resolved to in read_train's data (`train`) that the file
+        does not keep."""
         return settings
 
     def read_eval(self, config, settings, tokenizer):
@@ -129,6 +146,11 @@ class Task:
 
     def build_model(self, encoder, config, settings, train=None):
         raise NotImplementedError
+
+    def prepare(self, model, config, train, evaluation):
+        """What read_train's and read_eval's data need of the built model, read before
+        the run writes anything (NER reads --extracted_features here, checked against
+        the model's frozen layers). Default: nothing."""
 
     def compile(self, model, optimizer, config, jit_compile):
         raise NotImplementedError
@@ -167,8 +189,10 @@ class Task:
         """Scores `data` (read_eval's) -> {name: value}; may write prediction files."""
         return {}
 
-    def predict(self, model, config, settings, tokenizer):
-        """Predicts the prediction file(s) and writes them -> metrics it could score."""
+    def predict(self, model, config, settings, tokenizer, evaluation):
+        """Predicts the prediction file(s) and writes them -> metrics it could score.
+        evaluation: read_eval's data (None without it), for a family whose prediction
+        file is its evaluation file (SQuAD's)."""
         return {}
 
     def print_results(self, results):

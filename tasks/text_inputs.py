@@ -20,6 +20,7 @@ shapes, are refused with windows.
 """
 
 import dataclasses
+from typing import ClassVar
 
 import numpy as np
 
@@ -54,6 +55,9 @@ class WindowConfig(FineTuneConfig):
     max_windows: int = None
     doc_stride: int = None
     window_pooling: str = None
+
+    FLAGS: ClassVar[dict] = FLAGS
+    RANGES: ClassVar[dict] = dict(positive=("doc_stride",), non_negative=("max_windows",))
 
 
 def check(config, pair):

@@ -45,7 +45,8 @@ def task_config(model, max_seq_length, do_lower_case=True, labels=None, **settin
         labels: label names in class-id order (classifier: None for regression;
             token classifier: the tags).
         settings: classifier: `text_inputs` (default ("text_a",); ("text_a", "text_b")
-            for pairs), `task_name`; span labeler: task_models.SQUAD_DEFAULTS' keys.
+            for pairs), `task_name`; span labeler: its run's window and decoding
+            settings (SQuAD's doc_stride, max_query_length, ...), recorded as given.
             The model's class says what its run keeps (its `settings`).
     """
     from bert_tf.models.task_models import TASK_MODELS

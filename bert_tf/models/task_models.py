@@ -541,12 +541,12 @@ class BertSpanLabeler(_TaskModel):
 
     @classmethod
     def settings(cls, max_seq_length, do_lower_case=True, **settings):
-        """squad_config.json: windows and decoding (SQUAD_DEFAULTS unless given)."""
-        unknown = set(settings) - set(SQUAD_DEFAULTS)
-        if unknown:
-            raise ValueError(f"unknown span labeler settings: {sorted(unknown)}")
-        return dict(SQUAD_DEFAULTS, task=cls.TASK, max_seq_length=int(max_seq_length),
-                    do_lower_case=bool(do_lower_case), **settings)
+        """squad_config.json: the sequence length, the case and the family's window and
+        decoding settings as given (the SQuAD family's settings own their names and
+        defaults: tasks/families/squad/config.py; its serving module reads a missing
+        one as its default)."""
+        return dict(settings, task=cls.TASK, max_seq_length=int(max_seq_length),
+                    do_lower_case=bool(do_lower_case))
 
     @classmethod
     def from_settings(cls, encoder, settings):
@@ -554,12 +554,6 @@ class BertSpanLabeler(_TaskModel):
 
     def run_settings(self, max_seq_length, do_lower_case=True, labels=None, **settings):
         return self.settings(max_seq_length, do_lower_case, **settings)
-
-
-# google-research/bert's run_squad defaults: a span labeler's settings unless given.
-SQUAD_DEFAULTS = {"doc_stride": 128, "max_query_length": 64, "n_best_size": 20,
-                  "max_answer_length": 30, "version_2_with_negative": False,
-                  "null_score_diff_threshold": 0.0}
 
 
 def build_task_model(task, encoder, config):

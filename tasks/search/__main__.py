@@ -24,7 +24,6 @@ import sys
 from bert_tf.base.cli import (ArgumentParser, check_flags, check_not_inputs,
                               check_output_place, run_main)
 from bert_tf.base.training_plumbing import Interrupted
-from tasks import common
 from tasks.families import REGISTRY, family_class
 from tasks.search import plan as plans
 
@@ -131,7 +130,7 @@ def plan_of(args):
     configs = []
     for setting in probe.settings:
         values = family.parse_args(probe.trial_argv(setting, 0, args.output_dir))
-        check_flags(values, **common.FLAG_RANGES)
+        check_flags(values, **config_class.flag_ranges())
         configs.append(config_class.from_args(values))
         task.check(configs[-1])
     base = configs[0]

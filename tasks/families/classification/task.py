@@ -32,7 +32,6 @@ names, text inputs, sequence length), bert_config.json, vocab.txt, best/last wei
 the raw-text -> inputs step from them.
 """
 
-import dataclasses
 import os
 
 import numpy as np
@@ -40,9 +39,10 @@ import tensorflow as tf
 
 from bert_tf.models.task_models import BertClassifier, loss_scaled, window_pooling
 from bert_tf.base.files import atomic_write
-from bert_tf.text.preprocessor import BertPreprocessor
 from tasks import driver, metrics, text_inputs
 from tasks.task import Task, family
+from tasks.families.classification import config as classification_config
+from tasks.families.classification.config import CUSTOM_COLUMNS, ClassificationConfig
 # The readers, as tasks.families.classification.<name> too (Example: what they return).
 from tasks.families.classification.data import (GLUE_TASKS, TASK_NAMES, DataError,  # noqa: F401
                                       Example, finish_report, glue_split_path,
@@ -184,27 +184,45 @@ def write_submission(path, examples, predictions):
 
 # ----------------------------------------------------------------------------- task
 
-CUSTOM_COLUMNS = {"text_a_column": "sentence", "text_b_column": None,
-                  "label_column": "label"}
+def is_regression(config):
+    """Whether the run's model is a regressor: a GLUE task's kind, else --regression."""
+    glue = GLUE_TASKS.get(config.task_name)
+    return glue.regression if glue else config.regression
 
 
-@dataclasses.dataclass(frozen=True)
-class ClassificationConfig(text_inputs.WindowConfig):
-    """FineTuneConfig + where the data is (a GLUE task, or --task_name=custom files) + how
-    a long text is read (tasks/text_inputs.py)."""
-    task_name: str = "custom"
-    data_dir: str = None
-    tfds_data_dir: str = None
-    train_file: str = None
-    dev_file: str = None
-    test_file: str = None
-    text_a_column: str = None
-    text_b_column: str = None
-    label_column: str = None
-    has_header: bool = True
-    labels: str = None
-    regression: bool = False
-    bad_rows: str = "skip"
+def given_labels(config):
+    """The label names the flags fix in class-id order: a GLUE task's, or --labels; None
+    for regression, or when the training file's are to be found."""
+    glue = GLUE_TASKS.get(config.task_name)
+    if is_regression(config):
+        return None
+    return list(glue.labels) if glue else \
+        [s.strip() for s in config.labels.split(",")] if config.labels else None
+
+
+def train_labels(config, train):
+    """A training run's label names in class-id order: the flags' (given_labels), else
+    the training examples' sorted; None for regression."""
+    if is_regression(config):
+        return None
+    return given_labels(config) or label_names_from(train)
+
+
+def tfds_dir(config):
+    """The prepared tfds glue/<task> folder a GLUE task reads (--tfds_data_dir without
+    --data_dir), else None; DataError when it is not prepared."""
+    glue = GLUE_TASKS.get(config.task_name)
+    if glue and config.tfds_data_dir and not config.data_dir:
+        return tfds_dataset_dir(config.tfds_data_dir, glue)
+    return None
+
+
+def splits_of(config, kind):
+    """Split names of kind "train", "dev" or "test" (MNLI: two dev and two test)."""
+    glue = GLUE_TASKS.get(config.task_name)
+    if glue is None or kind == "train":
+        return [kind]
+    return list(glue.dev_splits if kind == "dev" else glue.test_splits)
 
 
 @family
@@ -219,18 +237,7 @@ class ClassificationTask(Task):
     serving_module = ClassifierModule
 
     def check(self, config):
-        super().check(config)
-        if config.task_name == "custom":
-            for flag, name in (("do_train", "train_file"), ("do_eval", "dev_file"),
-                               ("do_predict", "test_file")):
-                if getattr(config, flag) and not getattr(config, name):
-                    raise ValueError(f"--task_name=custom --{flag} needs --{name}")
-        elif not (config.data_dir or config.tfds_data_dir):
-            raise ValueError(f"--task_name={config.task_name} needs --data_dir (GLUE TSV "
-                             f"files) or --tfds_data_dir (prepared tfds "
-                             f"glue/{config.task_name})")
-        if config.do_train:        # a later run's pairs are the trained run's (restore)
-            text_inputs.check(config, self.text_segments(config) == 2)
+        classification_config.check(config)
 
     def _columns(self, config, saved=None):
         """Custom column flags not given: the trained run's (saved), else the defaults."""
@@ -263,61 +270,45 @@ class ClassificationTask(Task):
                              f"--text_b_column must {'name' if pair else 'not name'} a "
                              f"second text column")
         text_inputs.check(config, pair)
-        self._reader(config, saved["labels"], saved["regression"], pair)
+        tfds_dir(config)                # a GLUE task's prepared tfds folder, or its error
         return text_inputs.restored_config(config, saved)
 
     def training_config(self, config):
         return text_inputs.training_config(self._columns(config))
 
     def text_segments(self, config):
-        task = GLUE_TASKS.get(config.task_name)
-        return 2 if (task.pair if task else config.text_b_column is not None) else 1
+        return classification_config.text_segments(config)
 
-    def _reader(self, config, labels, regression, pair):
-        self.glue = GLUE_TASKS.get(config.task_name)             # None for custom data
-        self.labels, self.regression, self.pair = labels, regression, pair
-        self.tfds_dir = tfds_dataset_dir(config.tfds_data_dir, self.glue) \
-            if self.glue and config.tfds_data_dir and not config.data_dir else None
-
-    def splits(self, kind):
-        """Split names of kind "train", "dev" or "test"."""
-        if self.glue is None or kind == "train":
-            return [kind]
-        return list(self.glue.dev_splits if kind == "dev" else self.glue.test_splits)
-
-    def read(self, config, split, with_labels=True):
-        if self.glue is None:
+    def read(self, config, split, labels, regression, with_labels=True):
+        """The examples of `split` ("train", or a dev or test split of `splits`): a GLUE
+        task's, or custom data's with its labels (None: any, at training; regression: a
+        number)."""
+        glue, prepared = GLUE_TASKS.get(config.task_name), tfds_dir(config)
+        if glue is None:
             path = {"train": config.train_file, "dev": config.dev_file,
                     "test": config.test_file}[split]
             examples, report = read_custom_file(
                 path, config.text_a_column, config.text_b_column,
-                config.label_column if with_labels else None, self.labels, self.regression,
+                config.label_column if with_labels else None, labels, regression,
                 config.has_header, config.bad_rows)
-        elif self.tfds_dir:
-            examples, report = read_glue_tfds(self.tfds_dir, self.glue, split, with_labels,
+        elif prepared:
+            examples, report = read_glue_tfds(prepared, glue, split, with_labels,
                                               config.bad_rows)
         else:
             examples, report = read_glue_tsv(
-                glue_split_path(config.data_dir, self.glue, split), self.glue, with_labels,
+                glue_split_path(config.data_dir, glue, split), glue, with_labels,
                 config.bad_rows)
         return finish_report(report, examples)
 
     def read_train(self, config, tokenizer):
-        task = GLUE_TASKS.get(config.task_name)
-        regression = task.regression if task else config.regression
-        labels = None
-        if not regression:
-            labels = list(task.labels) if task else \
-                [s.strip() for s in config.labels.split(",")] if config.labels else None
-        self._reader(config, labels, regression,
-                     task.pair if task else config.text_b_column is not None)
-        train = self.read(config, "train")
-        if labels is None and not regression:
-            self.labels = label_names_from(train)
-            print(f"labels (class-id order): {', '.join(self.labels)}", flush=True)
-        if not regression and len(self.labels) < 2:
+        given = given_labels(config)
+        train = self.read(config, "train", given, is_regression(config))
+        labels = train_labels(config, train)
+        if given is None and labels is not None:
+            print(f"labels (class-id order): {', '.join(labels)}", flush=True)
+        if labels is not None and len(labels) < 2:
             raise DataError(f"{config.train_file or config.data_dir}: one label only "
-                            f"({self.labels[0]!r}); a classifier needs two or more")
+                            f"({labels[0]!r}); a classifier needs two or more")
         return train
 
     def input_files(self, config):
@@ -335,35 +326,37 @@ class ClassificationTask(Task):
             tuple(glue.submission_name(split) for split in splits) if glue else ())
 
     def training_files(self, config):
-        if self.glue is None:
+        glue = GLUE_TASKS.get(config.task_name)
+        if glue is None:
             return super().training_files(config)
-        if self.tfds_dir:
-            return [("--tfds_data_dir", self.tfds_dir)]
-        splits = ["train"] + (self.splits("dev") if config.do_eval else [])
-        return [("--data_dir", glue_split_path(config.data_dir, self.glue, split))
+        prepared = tfds_dir(config)
+        if prepared:
+            return [("--tfds_data_dir", prepared)]
+        splits = ["train"] + (splits_of(config, "dev") if config.do_eval else [])
+        return [("--data_dir", glue_split_path(config.data_dir, glue, split))
                 for split in splits]
 
     def settings(self, config, train):
         extra = {}
         if config.task_name == "custom":
             extra["columns"] = {name: getattr(config, name) for name in CUSTOM_COLUMNS}
+        pair = self.text_segments(config) == 2
         return BertClassifier.settings(
-            None if self.regression else self.labels, config.max_seq_length,
-            config.do_lower_case, ("text_a", "text_b") if self.pair else ("text_a",),
-            config.task_name, **text_inputs.settings(config, 2 if self.pair else 1), **extra)
+            train_labels(config, train), config.max_seq_length,
+            config.do_lower_case, ("text_a", "text_b") if pair else ("text_a",),
+            config.task_name, **text_inputs.settings(config, 2 if pair else 1), **extra)
 
     def read_eval(self, config, settings, tokenizer):
-        self.preprocessor = BertPreprocessor(tokenizer, config.max_seq_length)
-        return {split: self.read(config, split) for split in self.splits("dev")} \
-            if config.do_eval else None
+        return {split: self.read(config, split, settings["labels"], settings["regression"])
+                for split in splits_of(config, "dev")} if config.do_eval else None
 
     def validation(self, evaluation):
         return next(iter(evaluation.values()))
 
     def build_model(self, encoder, config, settings, train=None):
         # Regression starts from the mean training score (see BertClassifier).
-        bias = float(np.mean([e.label for e in train])) if self.regression and train \
-            else 0.0
+        bias = float(np.mean([e.label for e in train])) \
+            if settings["regression"] and train else 0.0
         settings = text_inputs.config_settings(config, settings)
         return BertClassifier(encoder, settings["num_classes"], output_bias=bias,
                               window_pooling=window_pooling(settings))
@@ -375,9 +368,8 @@ class ClassificationTask(Task):
     def main_metric(self, config):
         # The metric that picks best.weights.h5, on the first dev split (MNLI: matched).
         glue = GLUE_TASKS.get(config.task_name)
-        regression = glue.regression if glue else config.regression
         split = glue.dev_splits[0] if glue else "dev"
-        name = monitored_metric(config.task_name, regression,
+        name = monitored_metric(config.task_name, is_regression(config),
                                 len(glue.labels or ()) if glue else 0)
         return f"{eval_prefix(split)}_{name}", "max"
 
@@ -386,17 +378,18 @@ class ClassificationTask(Task):
 
     def compile(self, model, optimizer, config, jit_compile):
         compile_classifier(model, optimizer, model.num_classes,
-                           monitored_metric(config.task_name, self.regression,
+                           monitored_metric(config.task_name, model.num_classes == 1,
                                             model.num_classes), jit_compile)
 
     def dataset(self, examples, config, settings, training, batch_size=None,
                 with_labels=True):
         batch_size = batch_size or driver.batch_size(config, training)
         return make_dataset(
-            examples, self.preprocessor, batch_size, self.pair,
-            encode_labels(examples, self.labels) if with_labels else None,
+            examples, self.preprocessor(config), batch_size,
+            len(settings["text_inputs"]) == 2,
+            encode_labels(examples, settings["labels"]) if with_labels else None,
             training=training, seed=config.seed,
-            output_name="score" if self.regression else "logits",
+            output_name="score" if settings["regression"] else "logits",
             length_batching=driver.length_batching(config, training), config=config)
 
     def evaluate(self, model, evaluation, config, settings):
@@ -404,27 +397,30 @@ class ClassificationTask(Task):
         for split, examples in evaluation.items():
             outputs = predict_outputs(model, self.dataset(examples, config, settings, False),
                                       len(examples))
-            values = score_predictions(config.task_name, postprocess(outputs, self.labels),
-                                       encode_labels(examples, self.labels),
+            labels = settings["labels"]
+            values = score_predictions(config.task_name, postprocess(outputs, labels),
+                                       encode_labels(examples, labels),
                                        settings["num_classes"])
             prefix = eval_prefix(split)
             results.update({f"{prefix}_{k}": v for k, v in values.items()})
             results[f"{prefix}_num_examples"] = len(examples)
         return results
 
-    def predict(self, model, config, settings, tokenizer):
-        for split in self.splits("test"):
-            examples = self.read(config, split, with_labels=False)
+    def predict(self, model, config, settings, tokenizer, evaluation):
+        labels, glue = settings["labels"], GLUE_TASKS.get(config.task_name)
+        for split in splits_of(config, "test"):
+            examples = self.read(config, split, labels, settings["regression"],
+                                 with_labels=False)
             outputs = predict_outputs(
                 model, self.dataset(examples, config, settings, False,
                                     config.predict_batch_size, with_labels=False),
                 len(examples))
-            predictions = postprocess(outputs, self.labels)
+            predictions = postprocess(outputs, labels)
             write_predictions(os.path.join(config.output_dir, f"{split}_results.tsv"),
-                              examples, predictions, self.labels)
-            if self.glue is not None:
+                              examples, predictions, labels)
+            if glue is not None:
                 write_submission(os.path.join(config.output_dir,
-                                              self.glue.submission_name(split)),
+                                              glue.submission_name(split)),
                                  examples, predictions)
             print(f"{split}: {len(examples)} predictions written to {config.output_dir}",
                   flush=True)

@@ -23,7 +23,6 @@ import sys
 import numpy as np
 
 from bert_tf.base.files import atomic_write, write_json
-from bert_tf.text.preprocessor import BertPreprocessor
 from bert_tf.models.task_models import BertClassifier, loss_scaled, window_pooling
 from tasks import driver, text_inputs
 from tasks.families.multilabel import config as flags, data
@@ -131,7 +130,6 @@ class MultiLabelTask(Task):
                     **text_inputs.settings(config, 2 if config.text_b_column else 1))
 
     def read_eval(self, config, settings, tokenizer):
-        self.preprocessor = BertPreprocessor(tokenizer, config.max_seq_length)
         # The file to predict is read here too, before training or writing anything: a
         # bad row (or a label not among the classes, in a file with labels) is refused
         # first. With labels, its predictions are scored (`predict`).
@@ -174,11 +172,12 @@ class MultiLabelTask(Task):
         """tf.data of (inputs, {"logits": multi-hot [B, K]}[, weights]) batches, tokenized
         in the pipeline (tasks/text_inputs.py); evaluation padded to whole batches with
         weight-0 rows."""
+        preprocessor = self.preprocessor(config)        # made here, not in the pipeline
         return text_inputs.dataset(
             [e.text_a for e in examples],
             [e.text_b for e in examples] if config.text_b_column else None,
             data.multi_hot(examples, self.labels),
-            lambda a, b: text_inputs.preprocess(self.preprocessor, config, a, b),
+            lambda a, b: text_inputs.preprocess(preprocessor, config, a, b),
             batch_size or driver.batch_size(config, training), config.max_seq_length,
             "logits", training, config.seed, driver.length_batching(config, training))
 
@@ -220,7 +219,7 @@ class MultiLabelTask(Task):
                        settings)
         return self.scores(gold, probabilities, settings["thresholds"], "eval")
 
-    def predict(self, model, config, settings, tokenizer):
+    def predict(self, model, config, settings, tokenizer, evaluation):
         """test_results.jsonl: per row its index, predicted label set and every label's
         probability. A file to predict that has the label column is scored too: its
         metrics (test_micro_f1, ...: evaluation's, named for the test set) go to

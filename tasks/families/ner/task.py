@@ -56,7 +56,6 @@ are that path in order; serving.py repeats it in the graph against this one read
 """
 
 import collections
-import dataclasses
 import os
 
 import keras
@@ -65,8 +64,6 @@ import numpy as np
 from bert_tf.text import words as text_words
 from bert_tf.base.cli import check_seq_length
 from bert_tf.base.files import atomic_write
-from bert_tf.models.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS, FEATURE_HEADS,
-                                        FEATURE_LAYERS)
 from bert_tf.models.task_models import BertTokenClassifier, loss_scaled
 from tasks.families.ner import conlleval
 from bert_tf.text.packing import pack_row
@@ -75,6 +72,8 @@ from bert_tf.text.windows import (check_doc_stride, default_doc_stride,  # noqa:
 from tasks import driver
 from tasks.families.ner import frozen_features
 from tasks.task import Task, family
+from tasks.families.ner import config as ner_config
+from tasks.families.ner.config import FEATURE_DEFAULTS, NerConfig
 # The reader, as tasks.families.ner.<name> too.
 from tasks.families.ner.data import (DOCSTART, LINE_UNITS, ConllFile,  # noqa: F401
                                      Sentence, continue_tag, detect_line_unit, label_list,
@@ -286,29 +285,6 @@ def _score(name, conll, tags):
     return metrics
 
 
-@dataclasses.dataclass(frozen=True)
-class NerConfig(driver.FineTuneConfig):
-    max_seq_length: int = None       # training: 128; later runs: the trained run's
-    train_file: str = None
-    eval_file: str = None
-    predict_file: str = None
-    feature_based: bool = False
-    feature_layers: str = DEFAULT_FEATURE_LAYERS
-    feature_head: str = "linear"
-    feature_lstm_units: int = DEFAULT_LSTM_UNITS
-    cache_features: bool = True
-    extracted_features: str = None   # extract_features' TFRecord files (frozen_features.py)
-    line_unit: str = "auto"          # what a line of the files holds (data.py's LINE_UNITS)
-    doc_stride: int = None           # training: half a window; later runs: the trained run's
-
-    def feature_settings(self):
-        return {"feature_layers": self.feature_layers, "feature_head": self.feature_head,
-                "feature_lstm_units": self.feature_lstm_units}
-
-
-FEATURE_DEFAULTS = NerConfig("").feature_settings()
-
-
 @family
 class NerTask(Task):
     """CoNLL NER for tasks.driver: first word piece of each word labelled, entity-level
@@ -321,29 +297,7 @@ class NerTask(Task):
     result_format = ".2f"
 
     def check(self, config):
-        super().check(config)
-        for flag, name in (("do_train", "train_file"), ("do_eval", "eval_file"),
-                           ("do_predict", "predict_file")):
-            if getattr(config, flag) and not getattr(config, name):
-                raise ValueError(f"--{flag} needs --{name}")
-        choices = {"feature_layers": FEATURE_LAYERS, "feature_head": FEATURE_HEADS}
-        for name, value in config.feature_settings().items():
-            if name in choices and value not in choices[name]:
-                raise ValueError(f"--{name} must be one of {', '.join(choices[name])}; "
-                                 f"got {value!r}")
-            if value != FEATURE_DEFAULTS[name] and not config.feature_based:
-                raise ValueError(f"--{name}={value} needs --feature_based")
-        if config.feature_lstm_units < 1:
-            raise ValueError(f"--feature_lstm_units must be >= 1, got "
-                             f"{config.feature_lstm_units}")
-        if config.feature_lstm_units != DEFAULT_LSTM_UNITS and config.feature_head != "bilstm":
-            raise ValueError("--feature_lstm_units needs --feature_head=bilstm")
-        if config.extracted_features and not (config.feature_based and config.cache_features):
-            raise ValueError("--extracted_features needs --feature_based (and "
-                             "--cache_features, the head run alone on stored features)")
-        if config.line_unit not in ("auto",) + LINE_UNITS:
-            raise ValueError(f"--line_unit must be one of auto, {', '.join(LINE_UNITS)}; "
-                             f"got {config.line_unit!r}")
+        ner_config.check(config)
 
     def _length(self, config):
         check_seq_length(config.max_seq_length)
@@ -369,53 +323,51 @@ class NerTask(Task):
             vocab_file=config.vocab_file or os.path.join(config.output_dir, "vocab.txt")))
 
     def read_train(self, config, tokenizer):
+        """(the training file's ConllFile, its features)."""
         conll = read_conll(config.train_file, config.line_unit)
         if conll.columns == 1:
             raise ValueError(f"{config.train_file}: no tags to train on (one column)")
-        self.labels = label_list(conll)
-        self.line_unit = conll.line_unit
-        return featurize(config.train_file, tokenizer, self.labels, config.max_seq_length,
-                         conll, doc_stride=config.doc_stride)[1]
+        return featurize(config.train_file, tokenizer, label_list(conll),
+                         config.max_seq_length, conll, doc_stride=config.doc_stride)[:2]
 
-    def resolved(self, config, settings):
+    def resolved(self, config, settings, train):
         """--line_unit=auto as the training file's lines were read: a resume that names
         that unit is the same run."""
-        return dict(settings, line_unit=self.line_unit)
+        return dict(settings, line_unit=train[0].line_unit)
 
-    def num_examples(self, features):
-        return len(features["token_ids"])
+    def num_examples(self, train):
+        return len(train[1]["token_ids"])
 
     def settings(self, config, train):
         return BertTokenClassifier.settings(
-            self.labels, config.max_seq_length, config.do_lower_case, config.feature_based,
-            doc_stride=config.doc_stride, **config.feature_settings())
+            label_list(train[0]), config.max_seq_length, config.do_lower_case,
+            config.feature_based, doc_stride=config.doc_stride, **config.feature_settings())
 
-    def _read_eval(self, config, settings, tokenizer):
+    def validation(self, evaluation):
+        return evaluation[1]
+
+    def read_eval(self, config, settings, tokenizer):
+        """(the evaluation file's ConllFile, its features), or None without --do_eval."""
         if not config.do_eval:
             return None
         return featurize(config.eval_file, tokenizer, settings["labels"],
                          config.max_seq_length, line_unit=config.line_unit,
                          doc_stride=config.doc_stride)[:2]
 
-    def validation(self, evaluation):
-        return evaluation[1]
-
-    def read_eval(self, config, settings, tokenizer):
-        self._evaluation = evaluation = self._read_eval(config, settings, tokenizer)
-        return evaluation
-
     def build_model(self, encoder, config, settings, train=None):
-        model = self.model_class.from_settings(encoder, settings)  # as load_task_model does
-        if config.extracted_features and model.feature_based:
-            # Read (and checked) now, before the run writes anything.
-            evaluation = getattr(self, "_evaluation", None)
-            for features, source in ((train, config.train_file),
-                                     (evaluation and evaluation[1], config.eval_file)):
-                if features is not None:
-                    features["frozen"] = frozen_features.extracted_features(
-                        model.get_layer("frozen_layers"), features,
-                        config.extracted_features, source)
-        return model
+        return self.model_class.from_settings(encoder, settings)  # as load_task_model does
+
+    def prepare(self, model, config, train, evaluation):
+        """--extracted_features: the frozen features of the training and evaluation files
+        read (and checked against the model's frozen layers) before the run writes
+        anything."""
+        if not (config.extracted_features and model.feature_based):
+            return
+        for data, source in ((train, config.train_file), (evaluation, config.eval_file)):
+            if data is not None:
+                data[1]["frozen"] = frozen_features.extracted_features(
+                    model.get_layer("frozen_layers"), data[1], config.extracted_features,
+                    source)
 
     def compile(self, model, optimizer, config, jit_compile):
         compile_ner_model(model, optimizer)
@@ -449,14 +401,15 @@ class NerTask(Task):
         read from --extracted_features) for the data file `source`."""
         if not (model.feature_based and config.cache_features):
             return model, features
-        if "frozen" in features:                      # read in build_model
+        if "frozen" in features:                      # read in prepare
             return model.feature_head_model(), features
         return frozen_features.head_and_features(
             model, features, os.path.join(config.output_dir, "feature_cache"),
             config.eval_batch_size, config.extracted_features, source)
 
     def trainer(self, model, train, validation, config, settings):
-        head, train = self._cached(model, config, train, config.train_file)
+        """(the model or its head alone, the training features, the validation's)."""
+        head, train = self._cached(model, config, train[1], config.train_file)
         if head is not model:
             compile_ner_model(head, model.optimizer)
             if validation is not None:
@@ -477,7 +430,7 @@ class NerTask(Task):
                             config.eval_batch_size, driver.length_batching(config, False))
         return _score("eval", conll, tags)
 
-    def predict(self, model, config, settings, tokenizer):
+    def predict(self, model, config, settings, tokenizer, evaluation):
         conll, features, _ = featurize(config.predict_file, tokenizer, settings["labels"],
                                        config.max_seq_length, line_unit=config.line_unit,
                                        doc_stride=config.doc_stride)

@@ -29,6 +29,7 @@ from bert_tf.text import graph_words
 from export.limits import MAX_TEXT_BYTES
 from export.request_checks import check_same_batch
 from export.serving import ServingModule, float32
+from tasks.families.squad.config import WINDOW_DEFAULTS, check_windows
 
 
 def _gather_or(params, indices, valid, default):
@@ -43,17 +44,17 @@ class SquadModule(ServingModule):
 
     TEXT_INPUTS = ("question", "context")
 
-    def __init__(self, model, tokenizer, max_seq_length, doc_stride=128, max_query_length=64,
-                 n_best_size=20, max_answer_length=30, version_2_with_negative=False,
-                 null_score_diff_threshold=0.0, max_text_bytes=MAX_TEXT_BYTES, name=None):
+    def __init__(self, model, tokenizer, max_seq_length,
+                 doc_stride=WINDOW_DEFAULTS["doc_stride"],
+                 max_query_length=WINDOW_DEFAULTS["max_query_length"],
+                 n_best_size=WINDOW_DEFAULTS["n_best_size"],
+                 max_answer_length=WINDOW_DEFAULTS["max_answer_length"],
+                 version_2_with_negative=WINDOW_DEFAULTS["version_2_with_negative"],
+                 null_score_diff_threshold=WINDOW_DEFAULTS["null_score_diff_threshold"],
+                 max_text_bytes=MAX_TEXT_BYTES, name=None):
         super().__init__(model, tokenizer, max_seq_length, max_text_bytes, name=name)
-        if max_seq_length <= max_query_length + 3:
-            raise ValueError(f"max_seq_length ({max_seq_length}) must be greater than "
-                             f"max_query_length ({max_query_length}) + 3")
-        for key, value in (("doc_stride", doc_stride), ("n_best_size", n_best_size),
-                           ("max_answer_length", max_answer_length)):
-            if value < 1:
-                raise ValueError(f"{key} must be >= 1, got {value}")
+        check_windows(max_seq_length, max_query_length, doc_stride, n_best_size,
+                      max_answer_length, flags=False)
         self.doc_stride = int(doc_stride)
         self.max_query_length = int(max_query_length)
         self.n_best_size = int(n_best_size)
@@ -62,15 +63,14 @@ class SquadModule(ServingModule):
         self.null_score_diff_threshold = float(null_score_diff_threshold)
         self.whitespace = SQUAD_WHITESPACE
 
-    # squad_config.json's window and decoding settings (the constructor's arguments).
-    SETTINGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
-                "version_2_with_negative", "null_score_diff_threshold")
-
     @classmethod
     def from_run(cls, model, tokenizer, max_seq_length, settings,
                  max_text_bytes=MAX_TEXT_BYTES):
+        """squad_config.json's window and decoding settings (config.py's WINDOW_DEFAULTS'
+        keys; one the file lacks: its default)."""
         return cls(model, tokenizer, max_seq_length, max_text_bytes=max_text_bytes,
-                   **{key: settings[key] for key in cls.SETTINGS})
+                   **{key: settings.get(key, default)
+                      for key, default in WINDOW_DEFAULTS.items()})
 
     def outputs_from_tokens(self, features):
         out = self.model(features, training=False)

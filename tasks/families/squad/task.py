@@ -20,7 +20,6 @@ Reading and features (character offsets, windows): data.py.
 """
 
 import collections
-import dataclasses
 import json
 import os
 
@@ -28,20 +27,17 @@ import keras
 import numpy as np
 
 from bert_tf.models import run_dir
-from bert_tf.models.task_models import SQUAD_DEFAULTS, BertSpanLabeler, loss_scaled
+from bert_tf.models.task_models import BertSpanLabeler, loss_scaled
 from tasks import driver
 from tasks.task import Task, family
+from tasks.families.squad import config as squad_config
+from tasks.families.squad.config import SquadConfig
 from tasks.families.squad import metrics as squad_metrics
 from tasks.families.squad import postprocess as squad_postprocess
 # The reader and features, as tasks.families.squad.<name> too.
 from tasks.families.squad.data import (SquadExample, create_features,  # noqa: F401
                                        featurize, read_squad_examples, tokenize_contexts)
 from tasks.families.squad.serving import SquadModule
-
-# google's run_squad defaults: the window and decoding settings a run directory keeps,
-# and run_squad's sequence length.
-DEFAULTS = dict(SQUAD_DEFAULTS, max_seq_length=384)
-
 
 # ----------------------------------------------------------------------------- model
 
@@ -137,21 +133,6 @@ def evaluate_results(dataset, results, version_2_with_negative, threshold):
     return metrics
 
 
-@dataclasses.dataclass(frozen=True)
-class SquadConfig(driver.FineTuneConfig):
-    """FineTuneConfig + SQuAD's files and window/decoding settings. None: the trained
-    run's value (later runs), else DEFAULTS."""
-    max_seq_length: int = None
-    train_file: str = None
-    predict_file: str = None
-    version_2_with_negative: bool = None
-    doc_stride: int = None
-    max_query_length: int = None
-    n_best_size: int = None
-    max_answer_length: int = None
-    null_score_diff_threshold: float = None
-
-
 @family
 class SquadTask(Task):
     """SQuAD v1.1/v2.0 for tasks.driver: windows of the context, span logits, decoding
@@ -163,31 +144,13 @@ class SquadTask(Task):
     serving_module = SquadModule
 
     def check(self, config):
-        super().check(config)
-        if config.do_train and not config.train_file:
-            raise ValueError("--do_train needs --train_file")
-        if (config.do_predict or config.do_eval) and not config.predict_file:
-            raise ValueError("--do_predict/--do_eval need --predict_file")
-
-    def _filled(self, config, saved):
-        """Unset settings take the training run's values (saved), else DEFAULTS."""
-        config = config.replace(**{
-            key: saved.get(key, default)
-            for key, default in DEFAULTS.items()
-            if getattr(config, key) is None})
-        if config.max_seq_length <= config.max_query_length + 3:
-            raise ValueError(f"--max_seq_length ({config.max_seq_length}) must be greater "
-                             f"than --max_query_length ({config.max_query_length}) + 3")
-        for name in ("doc_stride", "n_best_size", "max_answer_length"):
-            if getattr(config, name) < 1:
-                raise ValueError(f"--{name} must be >= 1")
-        return config
+        squad_config.check(config)
 
     def training_config(self, config):
-        return self._filled(config, {})
+        return squad_config.filled(config, {})
 
     def restore(self, config, saved):
-        return self._filled(config.replace(
+        return squad_config.filled(config.replace(
             do_lower_case=saved["do_lower_case"],
             vocab_file=config.vocab_file or os.path.join(config.output_dir, "vocab.txt")),
             saved)
@@ -208,15 +171,15 @@ class SquadTask(Task):
             if config.do_eval and config.predict_file else [])
 
     def settings(self, config, train):
-        return BertSpanLabeler.settings(
-            config.max_seq_length, config.do_lower_case, **{
-                key: getattr(config, key) for key in SQUAD_DEFAULTS})
+        return BertSpanLabeler.settings(config.max_seq_length, config.do_lower_case,
+                                        **squad_config.window_settings(config))
 
     def read_eval(self, config, settings, tokenizer):
-        self.results = self.dev = None
+        """The predict file's examples and features (what --do_eval scores, --do_predict
+        predicts and training validates on), or None without it."""
         if config.predict_file and (config.do_predict or config.do_eval):
-            self.dev = featurize(config.predict_file, tokenizer, config, is_training=False)
-        return self.dev
+            return featurize(config.predict_file, tokenizer, config, is_training=False)
+        return None
 
     def validation(self, dev):
         return dev[3]
@@ -244,18 +207,15 @@ class SquadTask(Task):
                                                                                training))
 
     def _decode(self, model, dev, config):
-        """Decoded answers of the predict file, written once (eval and predict share)."""
-        if self.results is None:
-            examples, contexts, _, features, _ = dev
-            start, end = predict_logits(model, features, config.predict_batch_size,
-                                        driver.length_batching(config, training=False))
-            self.results = postprocess(
-                examples, contexts, features, start, end, config.n_best_size,
-                config.max_answer_length, config.version_2_with_negative,
-                config.null_score_diff_threshold)
-            write_predictions(self.results, config.output_dir,
-                              config.version_2_with_negative)
-        return self.results
+        """Decoded answers of the predict file, written (predictions.json, ...)."""
+        examples, contexts, _, features, _ = dev
+        start, end = predict_logits(model, features, config.predict_batch_size,
+                                    driver.length_batching(config, training=False))
+        results = postprocess(examples, contexts, features, start, end, config.n_best_size,
+                              config.max_answer_length, config.version_2_with_negative,
+                              config.null_score_diff_threshold)
+        write_predictions(results, config.output_dir, config.version_2_with_negative)
+        return results
 
     def evaluate(self, model, dev, config, settings):
         metrics = evaluate_results(dev[2], self._decode(model, dev, config),
@@ -268,8 +228,11 @@ class SquadTask(Task):
                                    "best_f1_thresh"]))
         return metrics
 
-    def predict(self, model, config, settings, tokenizer):
-        self._decode(model, self.dev, config)
+    def predict(self, model, config, settings, tokenizer, dev):
+        # With --do_eval the answers were decoded and written by evaluate (the same
+        # file, the same weights and settings).
+        if not config.do_eval:
+            self._decode(model, dev, config)
         return {}
 
     def print_results(self, results):

@@ -7,23 +7,12 @@ tasks/driver.py; the family (reader, preprocessing, SwagTask) is task.py beside 
 """
 
 from tasks import common
-from tasks.families.swag.task import SwagConfig, SwagTask
-
-# Help texts in --help's order; defaults and types are SwagConfig's fields.
-FLAGS = {
-    "data_dir": dict(help="folder with train.csv, val.csv, test.csv"),
-    "train_file": dict(help="default: DATA_DIR/train.csv"),
-    "dev_file": dict(help="default: DATA_DIR/val.csv"),
-    "test_file": dict(help="default: DATA_DIR/test.csv"),
-    "bad_rows": dict(choices=("skip", "error"),
-                     help="skip: count bad rows and report them; error: stop at the first"),
-    **common.JIT_COMPILE_FLAG,
-}
+from tasks.families.swag.config import SwagConfig
+from tasks.families.swag.task import SwagTask
 
 
 def add_flags(parser):
-    common.add_common_flags(parser, SwagConfig)
-    return common.add_config_flags(parser, SwagConfig, FLAGS)
+    return common.add_flags(parser, SwagConfig)
 
 
 def main(argv=None):

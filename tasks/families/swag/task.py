@@ -35,6 +35,7 @@ from bert_tf.models.task_models import BertMultipleChoice, loss_scaled
 from tasks import driver
 from tasks.families.swag.serving import MultipleChoiceModule
 from tasks.task import Task, family
+from tasks.families.swag.config import SwagConfig
 from tasks.keras_metrics import ConfusionMatrixMetric
 from tasks.rows import DataError, RowReport, file_records, finish_report, header_cells
 from tasks.outputs import predict_outputs, softmax
@@ -197,15 +198,6 @@ def write_predictions(path, examples, predictions):
             f.write("\t".join(row) + "\n")
 
 
-@dataclasses.dataclass(frozen=True)
-class SwagConfig(driver.FineTuneConfig):
-    data_dir: str = None
-    train_file: str = None
-    dev_file: str = None
-    test_file: str = None
-    bad_rows: str = "skip"
-
-
 @family
 class SwagTask(Task):
     """SWAG for tasks.driver: CSV rows in, four-way choice out."""
@@ -238,7 +230,6 @@ class SwagTask(Task):
         return 2    # the context, then the start of the sentence and one ending
 
     def read_train(self, config, tokenizer):
-        self.preprocessor = MultipleChoicePreprocessor(tokenizer, config.max_seq_length)
         return self._read(config, "train")
 
     def settings(self, config, train):
@@ -246,7 +237,6 @@ class SwagTask(Task):
                                                 config.do_lower_case)
 
     def read_eval(self, config, settings, tokenizer):
-        self.preprocessor = MultipleChoicePreprocessor(tokenizer, config.max_seq_length)
         return self._read(config, "dev") if config.do_eval else None
 
     def build_model(self, encoder, config, settings, train=None):
@@ -268,7 +258,8 @@ class SwagTask(Task):
         return "dev_file"        # given, it replaces DATA_DIR/val.csv
 
     def dataset(self, examples, config, settings, training):
-        return make_dataset(examples, self.preprocessor, driver.batch_size(config, training),
+        return make_dataset(examples, self.preprocessor(config, MultipleChoicePreprocessor),
+                            driver.batch_size(config, training),
                             training=training, seed=config.seed,
                             length_batching=driver.length_batching(config, training))
 
@@ -279,10 +270,11 @@ class SwagTask(Task):
         return dict({f"eval_{k}": v for k, v in values.items()},
                     eval_num_examples=len(examples))
 
-    def predict(self, model, config, settings, tokenizer):
+    def predict(self, model, config, settings, tokenizer, evaluation):
         test = self._read(config, "test", with_labels=False)
         outputs = predict_outputs(
-            model, make_dataset(test, self.preprocessor, config.predict_batch_size,
+            model, make_dataset(test, self.preprocessor(config, MultipleChoicePreprocessor),
+                                config.predict_batch_size,
                                 length_batching=driver.length_batching(config, False)),
             len(test))
         write_predictions(os.path.join(config.output_dir, "test_results.tsv"), test,
