@@ -182,6 +182,28 @@ def hf_search(sets, minilm, restarts, work):
         time.time() - start
 
 
+def tfidf_baseline(sets):
+    """The simple baseline on the same sets: TF-IDF + logistic regression (scikit-learn),
+    C and the n-gram range chosen on dev, as the search chooses -> (dev, test accuracy,
+    the choice), and the majority class's test accuracy."""
+    import collections
+
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    (xt, yt), (xd, yd), (xs, ys) = ([list(c) for c in zip(*sets[n])]
+                                    for n in ("train", "dev", "test"))
+    best = None
+    for c in (0.3, 1, 3, 10, 30):
+        for ngrams in ((1, 1), (1, 2)):
+            vectorizer = TfidfVectorizer(ngram_range=ngrams, sublinear_tf=True)
+            model = LogisticRegression(C=c, max_iter=2000).fit(vectorizer.fit_transform(xt), yt)
+            dev = model.score(vectorizer.transform(xd), yd)
+            if best is None or dev > best[0]:
+                best = (dev, model.score(vectorizer.transform(xs), ys), f"C={c}, n-grams {ngrams}")
+    majority = collections.Counter(yt).most_common(1)[0][0]
+    return best, sum(y == majority for y in ys) / len(ys)
+
+
 def pm(values, scale=100):
     if not values:
         return "-"
@@ -196,6 +218,8 @@ def main():
     parser.add_argument("--dev", type=int, default=20, help="dev sentences a package")
     parser.add_argument("--test", type=int, default=30, help="test sentences a package")
     parser.add_argument("--skip_hf", action="store_true")
+    parser.add_argument("--baseline_only", action="store_true",
+                        help="print the TF-IDF baseline on the sets and stop (docs/benchmarks.md untouched)")
     parser.add_argument("--work_dir", default=None,
                         help="a folder kept and reused by a later run (default: a temporary "
                              "one, removed at the end)")
@@ -205,6 +229,13 @@ def main():
     try:
         minilm = minilm_dir()
         paths, sets = write_sets(work, args.train, args.dev, args.test)
+        (base_dev, base_test, base_choice), majority = tfidf_baseline(sets)
+        baseline = (f"The simple baseline on the same sets, TF-IDF + logistic regression "
+                    f"({base_choice}, chosen on dev): dev {100 * base_dev:.1f}, test "
+                    f"{100 * base_test:.1f}; the majority class: test {100 * majority:.1f}.")
+        if args.baseline_only:
+            print(baseline)
+            return
         report, seconds, out = ours(work, paths, minilm, args.restarts)
         chosen = report["chosen"]
         rows = {r["trial"]: r for r in report["trials"]}
@@ -234,7 +265,8 @@ def main():
                     for s in report["settings"]]
         hf_text = "HF's search was not run (--skip_hf)."
         body = section(args, sets, table, settings, below_dev, default_dev, below_test,
-                       default_test, "HF's search had not finished when this was written.")
+                       default_test, "HF's search had not finished when this was written.",
+                       baseline)
         write_section(NAME, body)           # written again when HF's search is done
         if not args.skip_hf:
             trials, (lr, seed), hf_seconds = hf_search(sets, minilm, args.restarts, work)
@@ -251,7 +283,7 @@ def main():
                            f"lr {lr_:g}: {pm([t[2] for t in ts])} / {pm([t[3] for t in ts])}"
                            for lr_, ts in sorted(by_lr.items(), reverse=True)) + ".")
         body = section(args, sets, table, settings, below_dev, default_dev, below_test,
-                       default_test, hf_text)
+                       default_test, hf_text, baseline)
         write_section(NAME, body)
         print(body)
     finally:
@@ -260,7 +292,7 @@ def main():
 
 
 def section(args, sets, table, settings, below_dev, default_dev, below_test, default_test,
-            hf_text):
+            hf_text, baseline):
     return (
             f"{machine()}\n\n    {command_line()}\n\n"
             f"Standard-library docstring first sentences labelled by package "
@@ -282,7 +314,7 @@ def section(args, sets, table, settings, below_dev, default_dev, below_test, def
                               "wall time"], table)
             + "\n\nThe search's settings (dev accuracy over restarts):\n\n"
             + markdown_table(["setting", "dev mean ± std", "min-max"], settings)
-            + f"\n\n{hf_text}\n")
+            + f"\n\n{hf_text}\n\n{baseline}\n")
 
 
 if __name__ == "__main__":
