@@ -107,7 +107,13 @@ class NerModule(ServingModule):
         return {"logits": logits, "label_id": label_id,
                 "label": tf.gather(self.label_names, label_id)}
 
-    def outputs_from_text(self, text):
+    def text_windows(self, text):
+        """Raw texts [batch] -> the windows the model reads and how words map onto them:
+        {features: packed int32 [P, seq], word_splits int64 [batch + 1], begin, end int64
+        [W] (byte offsets of each word), piece_splits int64 [W + 1] (each word's pieces),
+        part_first, part_end int64 [P] (each window's words, global, end exclusive), part
+        int64 [W] (the window each word is read from), position int64 [W] (its first
+        piece's column there)}."""
         room = self.packer.seq_length - 2
         text_words, begin, end = graph_words.split_words(text, self.separators,
                                                           self.single_ranges)
@@ -129,17 +135,26 @@ class NerModule(ServingModule):
         window_pieces = tf.ragged.range(tf.gather(piece_splits, part_first),
                                         tf.gather(piece_splits, part_end))   # [P, (pieces)]
         packed = self.packer(tf.gather(pieces.flat_values, window_pieces))
-        logits = run_by_length(
-            lambda f: {"logits": float32(self.model(f, training=False)["logits"])},
-            packed, per_token=("logits",))["logits"]                      # [P, seq, K]
 
-        # Each word's tag: the argmax at its first piece, in its max-context window.
+        # Each word is read at its first piece, in its max-context window.
         n_words = tf.size(begin, out_type=tf.int64)
         part = self._max_context(piece_splits, part_first, part_end, n_words)   # [W]
         position = 1 + tf.gather(piece_splits, tf.range(n_words)) - \
             tf.gather(piece_splits, tf.gather(part_first, part))
-        word_logits = tf.gather_nd(logits, tf.stack([part, position], axis=1))   # [W, K]
-        tags = tf.argmax(word_logits, axis=-1, output_type=tf.int64)
+        return {"features": packed, "word_splits": word_splits, "begin": begin, "end": end,
+                "piece_splits": piece_splits, "part_first": part_first,
+                "part_end": part_end, "part": part, "position": position}
+
+    def outputs_from_text(self, text):
+        w = self.text_windows(text)
+        word_splits, begin, end = w["word_splits"], w["begin"], w["end"]
+        logits = run_by_length(
+            lambda f: {"logits": float32(self.model(f, training=False)["logits"])},
+            w["features"], per_token=("logits",))["logits"]               # [P, seq, K]
+
+        # Each word's tag: the argmax at its first piece, in its max-context window.
+        word_logits = tf.gather_nd(logits, tf.stack([w["part"], w["position"]], axis=1))
+        tags = tf.argmax(word_logits, axis=-1, output_type=tf.int64)      # [W]
 
         first, last = chunk_spans(tags, word_splits, self.chunk_starts, self.chunk_ends,
                                   self.boundary)
