@@ -131,12 +131,13 @@ def text_windows(ids, max_seq_length, doc_stride):
     piece ranges of at most max_seq_length - 2 pieces (bert_tf/text/windows.py; one that
     ends at max_seq_length - 2 without doc_stride, google's cut); best, each piece's
     window (max context), or None for one window."""
-    from bert_tf.text.windows import max_context, windows
+    from bert_tf.text import windows
     room = max_seq_length - 2
     if doc_stride is None or len(ids) <= room:
         return [(0, min(len(ids), room))], None
-    spans = windows(np.ones(len(ids), np.int64), room, doc_stride)
-    return spans, max_context(np.ones(len(ids), np.int64), spans)
+    row, first, end = windows.windows([0], [len(ids)], room, doc_stride)
+    best, _ = windows.max_context(row, first, end, [0], [len(ids)])
+    return list(zip(first.numpy().tolist(), end.numpy().tolist())), best.numpy()
 
 
 def layer_model(encoder, layers):

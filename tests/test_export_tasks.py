@@ -25,6 +25,7 @@ from bert_tf.text.preprocessor import BertPreprocessor
 from bert_tf.models.task_models import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
                                         BertTokenClassifier)
 from export.saved_model import build_module, export, load_task_model, main
+from tests import span_oracles
 from tests.test_export import SAVED_MODEL_CLI
 
 SEQ = 24
@@ -491,8 +492,8 @@ def test_ner_windows_equal_keras_and_python(ner_run, tmp_path):
     assert want[-1] != plain[-1]                           # a long one: other contexts
     tokenizer = task_model("ner", run)[2]
     sentence = ner.Sentence(texts[-1].split(), None)
-    assert len(ner.windows([len(p) for p in ner.tokenize_sentences(tokenizer, [sentence])],
-                           SEQ - 2, 7)) > 10
+    assert len(span_oracles.windows(
+        [len(p) for p in ner.tokenize_sentences(tokenizer, [sentence])], SEQ - 2, 7)) > 10
 
 
 def test_ner_hostile_inputs(ner_run):

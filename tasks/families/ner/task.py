@@ -70,8 +70,8 @@ from bert_tf.models.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNI
 from bert_tf.models.task_models import BertTokenClassifier, loss_scaled
 from tasks.families.ner import conlleval
 from bert_tf.text.packing import pack_row
-from bert_tf.text.windows import (check_doc_stride, default_doc_stride,  # noqa: F401
-                                  max_context, windows)  # (as ner.<name> too)
+from bert_tf.text import windows
+from bert_tf.text.windows import check_doc_stride, default_doc_stride  # noqa: F401 (ner.<name>)
 from tasks import driver, frozen_features
 from tasks.task import Task, family
 # The reader, as tasks.families.ner.<name> too.
@@ -105,7 +105,8 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
     become one [UNK], so that every unit has a first piece. A sentence longer than
     max_seq_length - 2 pieces is cut into `windows` (overlapping with `doc_stride`, whole
     units); every window is labelled whole (training learns from each) and every unit is
-    read from one (`max_context`; both bert_tf/text/windows.py's). Labels not in `labels`
+    read from one (`max_context`; both bert_tf/text/windows.py's ops, the signature's
+    too, run over all sentences at once by `sentence_windows`). Labels not in `labels`
     get IGNORE (counted as "unknown_label"). Returns (features, report).
     """
     label_ids = {label: i for i, label in enumerate(labels)}
@@ -113,7 +114,8 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
     rows = collections.defaultdict(list)
     room = max_seq_length - 2
     w_iter = iter(word_pieces)
-    for s, sentence in enumerate(sentences):
+    sentence_pieces = []
+    for sentence in sentences:
         pieces = []
         for _ in sentence.units:
             ids = list(next(w_iter))
@@ -124,9 +126,11 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
                 report["word_truncated"] += 1
                 ids = ids[:room]
             pieces.append(ids)
+        sentence_pieces.append(pieces)
+    for s, (sentence, pieces, (spans, read_from)) in enumerate(zip(
+            sentences, sentence_pieces, sentence_windows(sentence_pieces, room,
+                                                         doc_stride))):
         lengths = [len(ids) for ids in pieces]
-        spans = windows(lengths, room, doc_stride)
-        read_from = max_context(lengths, spans)
         if len(spans) > 1:
             report["sentence_split"] += 1
         for k, (first, end) in enumerate(spans):
@@ -153,6 +157,30 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
     report["sentences"] = len(sentences)
     report["features"] = len(features["token_ids"])
     return features, report
+
+
+def sentence_windows(sentence_pieces, room, doc_stride):
+    """Every sentence's windows and where each unit is read, by bert_tf/text/windows.py's
+    ops over all sentences at once: sentence_pieces, per sentence the piece ids of each
+    unit -> per sentence (spans, read_from): spans, a list of (first, end) unit indexes;
+    read_from, int64 [units] each unit's window (a sentence of no units: one window of
+    none)."""
+    lengths = [len(ids) for pieces in sentence_pieces for ids in pieces]
+    splits = np.concatenate([[0], np.cumsum([len(p) for p in sentence_pieces])]).astype(
+        np.int64)
+    piece_splits = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    row, first, end = windows.windows(splits[:-1], splits[1:], room, doc_stride,
+                                      piece_splits, empty_window=True)
+    best, _ = windows.max_context(row, first, end, splits[:-1], splits[1:], piece_splits)
+    row, first, end, best = (x.numpy() for x in (row, first, end, best))
+    window_splits = np.searchsorted(row, np.arange(len(splits)))
+    out = []
+    for s in range(len(sentence_pieces)):
+        a, b = window_splits[s], window_splits[s + 1]
+        spans = [(int(f), int(e)) for f, e in zip(first[a:b] - splits[s],
+                                                  end[a:b] - splits[s])]
+        out.append((spans, best[splits[s]:splits[s + 1]] - a))
+    return out
 
 
 def tokenize_sentences(tokenizer, sentences):

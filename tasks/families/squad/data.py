@@ -21,9 +21,9 @@ import json
 import numpy as np
 
 from bert_tf.base.files import read_text
+from bert_tf.text import windows
 from bert_tf.text.packing import pack_row
 from bert_tf.text.words import SQUAD_WHITESPACE
-from tasks.families.squad import postprocess as squad_postprocess
 
 _WHITESPACE = frozenset(SQUAD_WHITESPACE)
 
@@ -227,6 +227,42 @@ def answer_piece_span(offsets, start_char, end_char):
     return first, last
 
 
+def check_window_room(max_tokens_for_doc, doc_stride):
+    """ValueError when a question leaves no room for context pieces, or for a doc_stride
+    below 1."""
+    if max_tokens_for_doc < 1:
+        raise ValueError(f"no room for context pieces (max_tokens_for_doc="
+                         f"{max_tokens_for_doc}); raise max_seq_length or lower "
+                         f"max_query_length")
+    if doc_stride < 1:
+        raise ValueError(f"doc_stride must be >= 1, got {doc_stride}")
+
+
+def question_windows(doc_lengths, rooms, doc_stride, chunk=4096):
+    """Every question's windows over its context's pieces, by bert_tf/text/windows.py's
+    ops (the signature's too), `chunk` questions a call: doc_lengths, rooms: per question
+    its context's pieces and the pieces a window holds beside it -> per question (spans,
+    masks): spans, a list of (start, length) piece windows, the last reaching the end;
+    masks, per window bool [length]: the pieces that have their max context there."""
+    out = []
+    for i in range(0, len(doc_lengths), chunk):
+        n = np.asarray(doc_lengths[i:i + chunk], np.int64)
+        ends = np.cumsum(n)
+        firsts = ends - n
+        row, first, end = windows.windows(firsts, ends, np.asarray(rooms[i:i + chunk],
+                                                                   np.int64), doc_stride)
+        _, chosen = windows.max_context(row, first, end, firsts, ends)
+        row, first, end, chosen = (x.numpy() for x in (row, first, end, chosen))
+        pair_splits = np.concatenate([[0], np.cumsum(end - first)])
+        window_splits = np.searchsorted(row, np.arange(len(n) + 1))
+        for r in range(len(n)):
+            a, b = window_splits[r], window_splits[r + 1]
+            out.append(([(int(f - firsts[r]), int(e - f)) for f, e in zip(first[a:b],
+                                                                          end[a:b])],
+                        [chosen[pair_splits[w]:pair_splits[w + 1]] for w in range(a, b)]))
+    return out
+
+
 def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stride,
                     max_query_length, cls_id, sep_id, pad_id=0, is_training=False):
     """Windows of every example -> dict of numpy arrays, one row per window:
@@ -243,6 +279,7 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
     """
     report = collections.Counter()
     rows = collections.defaultdict(list)
+    kept = []                                    # (example index, query, pieces, answer)
     for e, example in enumerate(examples):
         query = list(question_ids[e][:max_query_length])
         if len(question_ids[e]) > max_query_length:
@@ -258,9 +295,12 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
                 report["answer_not_aligned"] += 1
                 if is_training:
                     continue
-        max_doc = max_seq_length - len(query) - 3
-        spans = squad_postprocess.doc_spans(len(doc.ids), max_doc, doc_stride)
-        best_window = squad_postprocess.max_context_window(spans, len(doc.ids))
+        check_window_room(max_seq_length - len(query) - 3, doc_stride)
+        kept.append((e, query, doc, answer))
+    every_window = question_windows([len(doc.ids) for _, _, doc, _ in kept],
+                                    [max_seq_length - len(query) - 3
+                                     for _, query, _, _ in kept], doc_stride)
+    for (e, query, doc, answer), (spans, masks) in zip(kept, every_window):
         if len(spans) > 1:
             report["split_into_windows"] += 1
         for w, (start, length) in enumerate(spans):
@@ -270,8 +310,7 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
             offsets = np.full((max_seq_length, 2), -1, np.int32)
             offsets[doc_offset:doc_offset + length] = doc.offsets[start:start + length]
             max_context = np.zeros(max_seq_length, bool)
-            max_context[doc_offset:doc_offset + length] = \
-                best_window[start:start + length] == w
+            max_context[doc_offset:doc_offset + length] = masks[w]
             s_pos = e_pos = 0
             if answer is not None and start <= answer[0] and answer[1] < start + length:
                 s_pos, e_pos = answer[0] - start + doc_offset, answer[1] - start + doc_offset

@@ -1,13 +1,12 @@
-"""SQuAD windows and post-processing as small pure functions (numpy in, numpy/Python out).
+"""SQuAD post-processing as small pure functions (numpy in, numpy/Python out).
 
-The rules are google-research/bert run_squad.py's, restated on character offsets:
+The rules are google-research/bert run_squad.py's, restated on character offsets. The
+windows come from data.py (bert_tf/text/windows.py's ops: a context longer than the room
+left after the question is cut into windows of `max_tokens_for_doc` pieces, each starting
+`doc_stride` pieces after the previous one, the last one reaching the end; a piece that
+is in several windows has its max context in the window where min(left context, right
+context) + 0.01 * window length is largest, the first such window on ties):
 
-* windows (`doc_spans`): a context longer than the room left after the question is cut
-  into windows of `max_tokens_for_doc` pieces, each starting `doc_stride` pieces after the
-  previous one, the last one reaching the end (bert_tf/text/windows.py, NER's too).
-* max context (`max_context_mask`): a piece that is in several windows is scored only in
-  the window where min(left context, right context) + 0.01 * window length is largest
-  (the first such window on ties).
 * decoding (`feature_candidates`, `decode_example`): the `n_best_size` best start and end
   positions of each window, pairs kept when both are context pieces, the start has its
   max context, end >= start and the span is at most `max_answer_length` pieces; all
@@ -31,37 +30,6 @@ replaces google's `get_final_text` re-alignment heuristic and is expressible in 
 import math
 
 import numpy as np
-
-from bert_tf.text.windows import max_context, windows
-
-
-def doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride):
-    """Windows over a context of `num_doc_tokens` pieces -> list of (start, length)
-    (bert_tf/text/windows.py's, over units of one piece)."""
-    if max_tokens_for_doc < 1:
-        raise ValueError(f"no room for context pieces (max_tokens_for_doc="
-                         f"{max_tokens_for_doc}); raise max_seq_length or lower "
-                         f"max_query_length")
-    if doc_stride < 1:
-        raise ValueError(f"doc_stride must be >= 1, got {doc_stride}")
-    if num_doc_tokens == 0:
-        return []
-    return [(first, end - first) for first, end in
-            windows(np.ones(num_doc_tokens, np.int64), max_tokens_for_doc, doc_stride)]
-
-
-def max_context_window(spans, num_doc_tokens):
-    """[num_doc_tokens] int: the index of the window where each piece has most context
-    (bert_tf/text/windows.py's `max_context`)."""
-    return max_context(np.ones(num_doc_tokens, np.int64),
-                       [(start, start + length) for start, length in spans])
-
-
-def max_context_mask(spans, span_index, num_doc_tokens):
-    """[length of window span_index] bool: which of its pieces have their max context
-    there."""
-    start, length = spans[span_index]
-    return max_context_window(spans, num_doc_tokens)[start:start + length] == span_index
 
 
 def _top_indexes(logits, valid, k):

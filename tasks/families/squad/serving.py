@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from bert_tf.text.batching import run_by_length
 from bert_tf.text.words import SQUAD_WHITESPACE
-from bert_tf.text import graph_words
+from bert_tf.text import graph_words, windows
 from export.limits import MAX_TEXT_BYTES
 from export.request_checks import check_same_batch
 from export.serving import ServingModule, float32
@@ -94,50 +94,32 @@ class SquadModule(ServingModule):
         base = tf.gather(word_begin.flat_values, piece_word)
         piece_bytes = (base + piece_begin.flat_values, base + piece_end.flat_values)
         doc_splits = tf.gather(pieces.row_splits, words.row_splits)        # [batch + 1]
-        num_doc = doc_splits[1:] - doc_splits[:-1]                         # [batch]
 
-        # postprocess.doc_spans: windows of max_doc pieces every
-        # min(doc_stride, max_doc) pieces, the last reaching the end; none without pieces.
+        # Windows of max_doc pieces, doc_stride apart, the last reaching the end; none
+        # without pieces (bert_tf/text/windows.py, the op training's features run too).
         max_doc = seq - query_length - 3                                   # [batch]
-        step = tf.minimum(tf.constant(self.doc_stride, tf.int64), max_doc)
-        extra = tf.maximum(num_doc - max_doc, 0)
-        count = tf.where(num_doc > 0, 1 + (extra + step - 1) // step, 0)  # [batch]
-        window_splits = tf.concat([[0], tf.cumsum(count)], 0)
-        example = graph_words.row_ids(window_splits)                      # [N]
+        doc_first, doc_end = doc_splits[:-1], doc_splits[1:]
+        example, first, last = windows.windows(doc_first, doc_end, max_doc,
+                                               self.doc_stride)            # [N] global
         n = tf.size(example, out_type=tf.int64)
-        window_start = (tf.range(n) - tf.gather(window_splits, example)) * \
-            tf.gather(step, example)                                       # [N] pieces
-        window_length = tf.minimum(tf.gather(num_doc, example) - window_start,
-                                   tf.gather(max_doc, example))            # [N]
 
         col = tf.range(seq, dtype=tf.int64)[None, :]                       # [1, seq]
         q_len = tf.gather(query_length, example)[:, None]                  # [N, 1]
         doc_offset = q_len + 2                                             # [CLS] q [SEP]
-        length = window_length[:, None]
-        in_doc = (col >= doc_offset) & (col < doc_offset + length)         # [N, seq]
-        piece = tf.gather(doc_splits, example)[:, None] + window_start[:, None] + \
-            col - doc_offset                                               # [N, seq] global
-        piece = tf.where(in_doc, piece, 0)
+        in_doc = (col >= doc_offset) & (col < doc_offset + (last - first)[:, None])
+        piece = tf.where(in_doc, first[:, None] + col - doc_offset, 0)     # [N, seq] global
         # [CLS] question [SEP] window [SEP], packed by the packer every export runs (the
         # window fits: max_doc leaves the question its room).
-        window_pieces = tf.gather(pieces.flat_values, tf.ragged.range(
-            tf.gather(doc_splits, example) + window_start,
-            tf.gather(doc_splits, example) + window_start + window_length))
+        window_pieces = tf.gather(pieces.flat_values, tf.ragged.range(first, last))
         features = self.packer(tf.gather(query, example), window_pieces)
 
-        # Max context (postprocess.max_context_window), scores in float64 as
-        # numpy computes them; the first window wins ties.
-        score = tf.cast(tf.minimum(col - doc_offset, doc_offset + length - 1 - col),
-                        tf.float64) + 0.01 * tf.cast(length, tf.float64)
-        num_pieces = tf.size(pieces.flat_values, out_type=tf.int64)
-        segment = tf.where(in_doc, piece, num_pieces)                      # [N, seq]
-        best = tf.math.unsorted_segment_max(
-            tf.where(in_doc, score, -float("inf")), segment, num_pieces + 1)
-        window = tf.range(n)[:, None] + tf.zeros_like(col)
-        first = tf.math.unsorted_segment_min(
-            tf.where(in_doc & (score == tf.gather(best, segment)), window, n), segment,
-            num_pieces + 1)
-        max_context = in_doc & tf.equal(tf.gather(first, segment), window)
+        # Max context: each piece's window (the first on ties), placed at its column.
+        _, chosen = windows.max_context(example, first, last, doc_first, doc_end)
+        pairs = tf.ragged.range(first, last)
+        window = graph_words.row_ids(pairs.row_splits)                     # [pairs]
+        column = tf.gather(q_len[:, 0] + 2 - first, window) + pairs.flat_values
+        max_context = tf.scatter_nd(tf.stack([window, column], 1), chosen,
+                                    tf.stack([n, tf.constant(seq, tf.int64)]))
         return features, {"example": example, "in_doc": in_doc, "max_context": max_context,
                           "piece": piece, "piece_bytes": piece_bytes}
 
