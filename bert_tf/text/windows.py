@@ -142,3 +142,38 @@ def max_context(row, first, end, row_first, row_end, piece_splits=None):
                           tf.int64.max)
     best = tf.math.unsorted_segment_min(candidates, key, n_keys)
     return best, tf.equal(tf.gather(best, key), window)
+
+
+def row_windows(units, room, stride=None, unit_pieces=None, empty_window=False,
+                chunk=4096):
+    """`windows` and `max_context` run eagerly, `chunk` rows a call, for the feature
+    builders of training (NER's sentences, SQuAD's questions), as Python lists.
+
+    units: int [rows], each row's units; unit_pieces: int [sum of units], each unit's
+    pieces (None: one each); room: int or int [rows]; stride, empty_window: `windows`'.
+    Returns per row (spans, best, chosen): spans, a list of (first, end) unit indexes in
+    the row; best, int64 [its units]: each unit's window (an index into spans); chosen,
+    per window bool [its units]: the units whose max context is there."""
+    import numpy as np
+    units = np.asarray(units, np.int64)
+    room = np.broadcast_to(np.asarray(room, np.int64), units.shape)
+    unit_splits = np.concatenate([[0], np.cumsum(units)]).astype(np.int64)
+    out = []
+    for lo in range(0, len(units), chunk):
+        hi = min(lo + chunk, len(units))
+        base = unit_splits[lo]
+        row_first, row_end = unit_splits[lo:hi] - base, unit_splits[lo + 1:hi + 1] - base
+        piece_splits = None if unit_pieces is None else np.concatenate(
+            [[0], np.cumsum(unit_pieces[base:unit_splits[hi]])]).astype(np.int64)
+        row, first, end = windows(row_first, row_end, room[lo:hi], stride, piece_splits,
+                                  empty_window=empty_window)
+        best, chosen = max_context(row, first, end, row_first, row_end, piece_splits)
+        row, first, end, best, chosen = (x.numpy() for x in (row, first, end, best, chosen))
+        window_splits = np.searchsorted(row, np.arange(hi - lo + 1))
+        pair_splits = np.concatenate([[0], np.cumsum(end - first)])
+        for r in range(hi - lo):
+            a, b, f = window_splits[r], window_splits[r + 1], row_first[r]
+            out.append(([(int(x - f), int(y - f)) for x, y in zip(first[a:b], end[a:b])],
+                        best[f:row_end[r]] - a,
+                        [chosen[pair_splits[w]:pair_splits[w + 1]] for w in range(a, b)]))
+    return out

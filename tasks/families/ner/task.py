@@ -106,7 +106,7 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
     max_seq_length - 2 pieces is cut into `windows` (overlapping with `doc_stride`, whole
     units); every window is labelled whole (training learns from each) and every unit is
     read from one (`max_context`; both bert_tf/text/windows.py's ops, the signature's
-    too, run over all sentences at once by `sentence_windows`). Labels not in `labels`
+    too, run over all sentences at once). Labels not in `labels`
     get IGNORE (counted as "unknown_label"). Returns (features, report).
     """
     label_ids = {label: i for i, label in enumerate(labels)}
@@ -127,9 +127,11 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
                 ids = ids[:room]
             pieces.append(ids)
         sentence_pieces.append(pieces)
-    for s, (sentence, pieces, (spans, read_from)) in enumerate(zip(
-            sentences, sentence_pieces, sentence_windows(sentence_pieces, room,
-                                                         doc_stride))):
+    every_window = windows.row_windows(
+        [len(pieces) for pieces in sentence_pieces], room, doc_stride,
+        [len(ids) for pieces in sentence_pieces for ids in pieces], empty_window=True)
+    for s, (sentence, pieces, (spans, read_from, _)) in enumerate(zip(
+            sentences, sentence_pieces, every_window)):
         lengths = [len(ids) for ids in pieces]
         if len(spans) > 1:
             report["sentence_split"] += 1
@@ -157,30 +159,6 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
     report["sentences"] = len(sentences)
     report["features"] = len(features["token_ids"])
     return features, report
-
-
-def sentence_windows(sentence_pieces, room, doc_stride):
-    """Every sentence's windows and where each unit is read, by bert_tf/text/windows.py's
-    ops over all sentences at once: sentence_pieces, per sentence the piece ids of each
-    unit -> per sentence (spans, read_from): spans, a list of (first, end) unit indexes;
-    read_from, int64 [units] each unit's window (a sentence of no units: one window of
-    none)."""
-    lengths = [len(ids) for pieces in sentence_pieces for ids in pieces]
-    splits = np.concatenate([[0], np.cumsum([len(p) for p in sentence_pieces])]).astype(
-        np.int64)
-    piece_splits = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    row, first, end = windows.windows(splits[:-1], splits[1:], room, doc_stride,
-                                      piece_splits, empty_window=True)
-    best, _ = windows.max_context(row, first, end, splits[:-1], splits[1:], piece_splits)
-    row, first, end, best = (x.numpy() for x in (row, first, end, best))
-    window_splits = np.searchsorted(row, np.arange(len(splits)))
-    out = []
-    for s in range(len(sentence_pieces)):
-        a, b = window_splits[s], window_splits[s + 1]
-        spans = [(int(f), int(e)) for f, e in zip(first[a:b] - splits[s],
-                                                  end[a:b] - splits[s])]
-        out.append((spans, best[splits[s]:splits[s + 1]] - a))
-    return out
 
 
 def tokenize_sentences(tokenizer, sentences):

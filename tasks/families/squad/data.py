@@ -238,31 +238,6 @@ def check_window_room(max_tokens_for_doc, doc_stride):
         raise ValueError(f"doc_stride must be >= 1, got {doc_stride}")
 
 
-def question_windows(doc_lengths, rooms, doc_stride, chunk=4096):
-    """Every question's windows over its context's pieces, by bert_tf/text/windows.py's
-    ops (the signature's too), `chunk` questions a call: doc_lengths, rooms: per question
-    its context's pieces and the pieces a window holds beside it -> per question (spans,
-    masks): spans, a list of (start, length) piece windows, the last reaching the end;
-    masks, per window bool [length]: the pieces that have their max context there."""
-    out = []
-    for i in range(0, len(doc_lengths), chunk):
-        n = np.asarray(doc_lengths[i:i + chunk], np.int64)
-        ends = np.cumsum(n)
-        firsts = ends - n
-        row, first, end = windows.windows(firsts, ends, np.asarray(rooms[i:i + chunk],
-                                                                   np.int64), doc_stride)
-        _, chosen = windows.max_context(row, first, end, firsts, ends)
-        row, first, end, chosen = (x.numpy() for x in (row, first, end, chosen))
-        pair_splits = np.concatenate([[0], np.cumsum(end - first)])
-        window_splits = np.searchsorted(row, np.arange(len(n) + 1))
-        for r in range(len(n)):
-            a, b = window_splits[r], window_splits[r + 1]
-            out.append(([(int(f - firsts[r]), int(e - f)) for f, e in zip(first[a:b],
-                                                                          end[a:b])],
-                        [chosen[pair_splits[w]:pair_splits[w + 1]] for w in range(a, b)]))
-    return out
-
-
 def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stride,
                     max_query_length, cls_id, sep_id, pad_id=0, is_training=False):
     """Windows of every example -> dict of numpy arrays, one row per window:
@@ -297,13 +272,16 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
                     continue
         check_window_room(max_seq_length - len(query) - 3, doc_stride)
         kept.append((e, query, doc, answer))
-    every_window = question_windows([len(doc.ids) for _, _, doc, _ in kept],
-                                    [max_seq_length - len(query) - 3
-                                     for _, query, _, _ in kept], doc_stride)
-    for (e, query, doc, answer), (spans, masks) in zip(kept, every_window):
+    # Every question's windows over its context's pieces and where each piece is read
+    # (bert_tf/text/windows.py's ops, the signature's too).
+    every_window = windows.row_windows(
+        [len(doc.ids) for _, _, doc, _ in kept],
+        [max_seq_length - len(query) - 3 for _, query, _, _ in kept], doc_stride)
+    for (e, query, doc, answer), (spans, _, masks) in zip(kept, every_window):
         if len(spans) > 1:
             report["split_into_windows"] += 1
-        for w, (start, length) in enumerate(spans):
+        for w, (start, end) in enumerate(spans):
+            length = end - start
             doc_offset = len(query) + 2                    # [CLS] query [SEP]
             packed = pack_row(query, doc.ids[start:start + length], max_seq_length,
                               cls_id, sep_id, pad_id)
