@@ -25,17 +25,10 @@ import tensorflow as tf
 
 from bert_tf.text.batching import run_by_length
 from bert_tf.text.words import SQUAD_WHITESPACE
-from bert_tf.text import graph_words, windows
+from bert_tf.text import answers, graph_words, windows
 from export.limits import MAX_TEXT_BYTES
 from export.request_checks import check_same_batch
 from export.serving import ServingModule, float32
-
-
-def _gather_or(params, indices, valid, default):
-    """params[indices] where valid, else default (params may be empty)."""
-    padded = tf.concat([params, tf.fill([1], tf.cast(default, params.dtype))], 0)
-    n = tf.shape(params, out_type=indices.dtype)[0]
-    return tf.gather(padded, tf.where(valid, indices, n))
 
 
 class SquadModule(ServingModule):
@@ -136,59 +129,28 @@ class SquadModule(ServingModule):
         batch = tf.shape(question, out_type=tf.int64)[0]
         example, in_doc = w["example"], w["in_doc"]
         k = min(self.n_best_size, self.packer.seq_length)
-        neg_inf = -float("inf")
 
-        # The k best starts (context pieces with max context) and ends (context pieces) of
-        # each window; top_k puts the lower index first on ties, like a stable sort.
-        start_ok = in_doc & w["max_context"]
-        start_value, start_index = tf.math.top_k(tf.where(start_ok, start_logits, neg_inf), k)
-        end_value, end_index = tf.math.top_k(tf.where(in_doc, end_logits, neg_inf), k)
-        start_ok = tf.gather(start_ok, start_index, batch_dims=1)          # [N, k]
-        end_ok = tf.gather(in_doc, end_index, batch_dims=1)
-        s, e = start_index[:, :, None], end_index[:, None, :]              # [N, k, 1], [N, 1, k]
-        pair_ok = start_ok[:, :, None] & end_ok[:, None, :] & (s <= e) & \
-            (e < s + self.max_answer_length)                               # [N, k, k]
-        pair_score = tf.cast(start_value, tf.float64)[:, :, None] + \
-            tf.cast(end_value, tf.float64)[:, None, :]
-        pair_score = tf.reshape(tf.where(pair_ok, pair_score, neg_inf), [-1, k * k])
-        pair_ok = tf.reshape(pair_ok, [-1, k * k])                         # [N, k * k]
-
-        # Best pair of each question: highest score, then the first in (window, start rank,
-        # end rank) order.
-        has_answer = tf.math.unsorted_segment_sum(
-            tf.reduce_sum(tf.cast(pair_ok, tf.int64), 1), example, batch) > 0   # [batch]
-        best = tf.math.unsorted_segment_max(tf.reduce_max(pair_score, 1), example, batch)
-        n = tf.shape(pair_score, out_type=tf.int64)[0]
-        pair_id = tf.range(n * k * k, dtype=tf.int64)
-        is_best = pair_ok & tf.equal(pair_score, tf.gather(best, example)[:, None])
-        chosen = tf.math.unsorted_segment_min(
-            tf.boolean_mask(pair_id, tf.reshape(is_best, [-1])),
-            tf.boolean_mask(tf.repeat(example, k * k), tf.reshape(is_best, [-1])), batch)
-        window = tf.where(has_answer, chosen // (k * k), 0)
-        rank = chosen % (k * k)
-        start = _gather_or(tf.reshape(start_index, [-1]), window * k + rank // k,
-                           has_answer, 0)
-        end = _gather_or(tf.reshape(end_index, [-1]), window * k + rank % k, has_answer, 0)
-        piece_of = lambda position: _gather_or(
+        # The answer: bert_tf/text/answers.py's decoding, the one evaluation runs.
+        found = answers.candidates(start_logits, end_logits, in_doc & w["max_context"],
+                                   in_doc, k, self.max_answer_length)
+        chosen = answers.best(found, example, batch)
+        has_answer, best, window = chosen["has_answer"], chosen["score"], chosen["window"]
+        start, end = chosen["start"], chosen["end"]
+        piece_of = lambda position: answers.gather_or(
             tf.reshape(w["piece"], [-1]), window * self.packer.seq_length +
             tf.cast(position, tf.int64), has_answer, 0)
-        start_byte = _gather_or(w["piece_bytes"][0], piece_of(start), has_answer, 0)
-        end_byte = _gather_or(w["piece_bytes"][1], piece_of(end), has_answer, 0)
+        start_byte = answers.gather_or(w["piece_bytes"][0], piece_of(start), has_answer, 0)
+        end_byte = answers.gather_or(w["piece_bytes"][1], piece_of(end), has_answer, 0)
         rows = tf.range(batch)
         answer = graph_words.substrings(context, rows, start_byte, end_byte)
         start_char = graph_words.byte_to_char(context, rows, start_byte)
         end_char = graph_words.byte_to_char(context, rows, end_byte)
-        score = tf.where(has_answer, best, neg_inf)
+        score = best                                                       # -inf: none
 
         outputs = {}
         impossible = ~has_answer
         if self.version_2_with_negative:
-            null = tf.cast(start_logits[:, 0], tf.float64) + \
-                tf.cast(end_logits[:, 0], tf.float64)                      # [N]
-            has_window = tf.math.unsorted_segment_sum(tf.ones_like(example), example,
-                                                      batch) > 0
-            null = tf.where(has_window,
-                            tf.math.unsorted_segment_min(null, example, batch), neg_inf)
+            null = answers.null_scores(start_logits, end_logits, example, batch)
             diff = tf.where(has_answer, null - best, float("inf"))
             impossible = diff > self.null_score_diff_threshold
             score = tf.where(impossible, null, score)
