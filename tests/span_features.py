@@ -181,13 +181,17 @@ def squad_features(tok):
     windows, and the answers of both decoders from FakeModel's logits."""
     import tensorflow as tf
 
+    from bert_tf.text import graph_words
+    from bert_tf.text.words import SQUAD_WHITESPACE
     from tasks.families.squad import data, task as squad
     from tasks.families.squad.serving import SquadModule
     out = {}
     examples = squad_examples()
     # Training answers: a word of each context that has one (its first alphanumeric run).
     for example, context in zip(examples, TEXTS):
-        words = [(w, s) for w, s in data.split_words(context) if w[:1].isalnum()]
+        words = [(context[s:e], s) for s, e in
+                 graph_words.word_spans([context], SQUAD_WHITESPACE)[0]
+                 if context[s:s + 1].isalnum()]
         if words:
             word, start = words[len(words) // 2]
             example.answer_start, example.answer_end = start, start + len(word)

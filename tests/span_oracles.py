@@ -1,12 +1,55 @@
-"""The span tasks' window rules in plain Python: the oracle that tests hold
-bert_tf/text/windows.py's TensorFlow ops against (its docstring states the rule), on many
-random lengths, strides and rooms.
+"""The span tasks' text rules in plain Python: the oracles that tests hold the
+TensorFlow ops against. Words (`word_spans`, `words`: google's BasicTokenizer cut,
+bert_tf/text/words.py's docstring states it) against bert_tf/text/graph_words.py;
+windows and max context (their docstring in bert_tf/text/windows.py) against that
+module's ops, on many random lengths, strides and rooms.
 
     spans = windows([1, 2, 1, 3], room=4, stride=2)   # [(0, 3), (2, 4)]: (first, end)
     max_context([1, 2, 1, 3], spans)                  # [0, 0, 0, 1]: each unit's window
 """
 
+import bisect
+import functools
+
 import numpy as np
+
+from bert_tf.text.words import separators, single_character_ranges
+
+
+@functools.lru_cache(maxsize=1)
+def _lookup():
+    ranges = single_character_ranges()
+    return [lo for lo, _ in ranges], [hi for _, hi in ranges], frozenset(separators())
+
+
+def word_spans(text):
+    """text (str) -> list of (start, end) character offsets of its words, end exclusive,
+    in order (bert_tf/text/words.py's docstring says where words are cut)."""
+    firsts, lasts, space = _lookup()
+    spans, start = [], None
+    for i, ch in enumerate(text):
+        if ch in space:
+            if start is not None:
+                spans.append((start, i))
+                start = None
+            continue
+        cp = ord(ch)
+        k = bisect.bisect_right(firsts, cp) - 1
+        if k >= 0 and cp <= lasts[k]:
+            if start is not None:
+                spans.append((start, i))
+            spans.append((i, i + 1))
+            start = None
+        elif start is None:
+            start = i
+    if start is not None:
+        spans.append((start, len(text)))
+    return spans
+
+
+def words(text):
+    """text (str) -> list of its words (str), cut as `word_spans` cuts them."""
+    return [text[start:end] for start, end in word_spans(text)]
 
 
 def windows(lengths, room, stride=None):

@@ -100,3 +100,26 @@ def pad_rows(values, rows, nrows, default):
     """Values [n] of rows [n] (sorted) -> dense [nrows, longest row], padded with default."""
     ragged = tf.RaggedTensor.from_value_rowids(values, rows, nrows=nrows, validate=False)
     return ragged.to_tensor(default_value=default)
+
+
+def word_spans(texts, whitespace=None, single_ranges=None, chunk=8192):
+    """Python strings -> per text, the (start, end) character offsets of its words, by
+    `split_words` run eagerly `chunk` texts a call: training's word cut (NER's file
+    sentences and raw texts, SQuAD's contexts), the signatures' own. whitespace None:
+    google's BasicTokenizer cut (bert_tf.text.words' separators and single-character
+    ranges); otherwise the words between `whitespace` characters (single_ranges too,
+    if given)."""
+    if whitespace is None:
+        from bert_tf.text import words
+        whitespace, single_ranges = words.separators(), words.single_character_ranges()
+    out = []
+    for lo in range(0, len(texts), chunk):
+        batch = tf.constant([text.encode("utf-8") for text in texts[lo:lo + chunk]],
+                            tf.string)
+        _, begin, end = split_words(batch, whitespace, single_ranges or ())
+        rows = row_ids(begin.row_splits)
+        splits = begin.row_splits.numpy()
+        starts = byte_to_char(batch, rows, begin.flat_values).numpy().tolist()
+        ends = byte_to_char(batch, rows, end.flat_values).numpy().tolist()
+        out.extend(list(zip(starts[a:b], ends[a:b])) for a, b in zip(splits, splits[1:]))
+    return out

@@ -62,7 +62,6 @@ import os
 import keras
 import numpy as np
 
-from bert_tf.text import words as text_words
 from bert_tf.base.cli import check_seq_length
 from bert_tf.base.files import atomic_write
 from bert_tf.models.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS, FEATURE_HEADS,
@@ -256,7 +255,8 @@ def entities(tags, word_spans, text):
 def split_words(text):
     """The words of a raw text (bert_tf.text.words: whitespace, punctuation and CJK ideographs
     alone; what the NER signature cuts) -> list of (start, end) character offsets."""
-    return text_words.word_spans(text)
+    from bert_tf.text import graph_words
+    return graph_words.word_spans([text])[0]
 
 
 def write_predictions(path, conll, predicted):

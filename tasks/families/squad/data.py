@@ -25,9 +25,6 @@ from bert_tf.text import windows
 from bert_tf.text.packing import pack_row
 from bert_tf.text.words import SQUAD_WHITESPACE
 
-_WHITESPACE = frozenset(SQUAD_WHITESPACE)
-
-
 # ----------------------------------------------------------------------------- reading
 
 @dataclasses.dataclass
@@ -137,21 +134,6 @@ def read_squad_examples(path, version_2_with_negative=False, is_training=False):
     return examples, contexts, data, report
 
 
-def split_words(text):
-    """run_squad's whitespace split -> list of (word, char_start)."""
-    words, start = [], None
-    for i, ch in enumerate(text):
-        if ch in _WHITESPACE:
-            if start is not None:
-                words.append((text[start:i], start))
-                start = None
-        elif start is None:
-            start = i
-    if start is not None:
-        words.append((text[start:], start))
-    return words
-
-
 # ----------------------------------------------------------------------------- features
 
 @dataclasses.dataclass
@@ -194,10 +176,13 @@ def tokenize_words(tokenizer, words, chunk=8192):
 
 def tokenize_contexts(tokenizer, contexts):
     """Each context -> DocPieces (every word tokenized alone, as run_squad does)."""
+    from bert_tf.text import graph_words
     words, owner, bases = [], [], []
-    for c, context in enumerate(contexts):
-        for word, start in split_words(context):
-            words.append(word)
+    # run_squad's whitespace split, by the signature's op (bert_tf/text/graph_words.py).
+    for c, (context, spans) in enumerate(zip(
+            contexts, graph_words.word_spans(contexts, SQUAD_WHITESPACE))):
+        for start, end in spans:
+            words.append(context[start:end])
             owner.append(c)
             bases.append(start)
     ids, starts, ends = tokenize_words(tokenizer, words)
