@@ -68,7 +68,7 @@ from bert_tf.models.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNI
                                         FEATURE_LAYERS)
 from bert_tf.models.task_models import BertTokenClassifier, loss_scaled
 from tasks.families.ner import conlleval
-from bert_tf.text.packing import pack_row
+from bert_tf.text.packing import pack_rows
 from bert_tf.text import windows
 from bert_tf.text.windows import check_doc_stride, default_doc_stride  # noqa: F401 (ner.<name>)
 from tasks import driver, frozen_features
@@ -111,6 +111,7 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
     label_ids = {label: i for i, label in enumerate(labels)}
     report = collections.Counter()
     rows = collections.defaultdict(list)
+    window_ids = []
     room = max_seq_length - 2
     w_iter = iter(word_pieces)
     sentence_pieces = []
@@ -135,8 +136,7 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
         if len(spans) > 1:
             report["sentence_split"] += 1
         for k, (first, end) in enumerate(spans):
-            packed = pack_row([i for w in range(first, end) for i in pieces[w]], None,
-                              max_seq_length, cls_id, sep_id, pad_id)
+            window_ids.append([i for w in range(first, end) for i in pieces[w]])
             labels_row = np.full(max_seq_length, IGNORE, np.int32)
             words_row = np.full(max_seq_length, -1, np.int32)
             position = 1                                  # [CLS] first
@@ -150,11 +150,13 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
                     elif read_from[w] == k:                     # counted once
                         report["unknown_label"] += 1
                 position += len(pieces[w])
-            for key, value in dict(packed, label_ids=labels_row, word_index=words_row,
+            for key, value in dict(label_ids=labels_row, word_index=words_row,
                                    sentence_index=s,
                                    piece_start=sum(lengths[:first])).items():
                 rows[key].append(value)
-    features = {k: np.asarray(v, np.int32) for k, v in rows.items()}
+    # Every window [CLS] pieces [SEP], by the project's one packer (BertPacker).
+    features = pack_rows(window_ids, None, max_seq_length, cls_id, sep_id, pad_id)
+    features.update({k: np.asarray(v, np.int32) for k, v in rows.items()})
     report["sentences"] = len(sentences)
     report["features"] = len(features["token_ids"])
     return features, report

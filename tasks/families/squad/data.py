@@ -22,7 +22,7 @@ import numpy as np
 
 from bert_tf.base.files import read_text
 from bert_tf.text import windows
-from bert_tf.text.packing import pack_row
+from bert_tf.text.packing import pack_rows
 from bert_tf.text.words import SQUAD_WHITESPACE
 
 # ----------------------------------------------------------------------------- reading
@@ -262,14 +262,15 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
     every_window = windows.row_windows(
         [len(doc.ids) for _, _, doc, _ in kept],
         [max_seq_length - len(query) - 3 for _, query, _, _ in kept], doc_stride)
+    queries, window_ids = [], []
     for (e, query, doc, answer), (spans, _, masks) in zip(kept, every_window):
         if len(spans) > 1:
             report["split_into_windows"] += 1
         for w, (start, end) in enumerate(spans):
             length = end - start
             doc_offset = len(query) + 2                    # [CLS] query [SEP]
-            packed = pack_row(query, doc.ids[start:start + length], max_seq_length,
-                              cls_id, sep_id, pad_id)
+            queries.append(query)
+            window_ids.append(doc.ids[start:start + length])
             offsets = np.full((max_seq_length, 2), -1, np.int32)
             offsets[doc_offset:doc_offset + length] = doc.offsets[start:start + length]
             max_context = np.zeros(max_seq_length, bool)
@@ -277,13 +278,15 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
             s_pos = e_pos = 0
             if answer is not None and start <= answer[0] and answer[1] < start + length:
                 s_pos, e_pos = answer[0] - start + doc_offset, answer[1] - start + doc_offset
-            for key, value in dict(packed, start_positions=s_pos, end_positions=e_pos,
+            for key, value in dict(start_positions=s_pos, end_positions=e_pos,
                                    offsets=offsets, max_context=max_context,
                                    example_index=e).items():
                 rows[key].append(value)
     if not rows:
         raise ValueError("no features: every example was skipped (see the report)")
-    features = {k: np.asarray(v) for k, v in rows.items()}
+    # Every window [CLS] question [SEP] window [SEP], by the project's one packer.
+    features = pack_rows(queries, window_ids, max_seq_length, cls_id, sep_id, pad_id)
+    features.update({k: np.asarray(v) for k, v in rows.items()})
     for k in ("start_positions", "end_positions", "example_index"):
         features[k] = features[k].astype(np.int32)
     report["features"] = len(features["token_ids"])
