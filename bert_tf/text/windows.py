@@ -169,11 +169,12 @@ def row_windows(units, room, stride=None, unit_pieces=None, empty_window=False,
                                   empty_window=empty_window)
         best, chosen = max_context(row, first, end, row_first, row_end, piece_splits)
         row, first, end, best, chosen = (x.numpy() for x in (row, first, end, best, chosen))
-        window_splits = np.searchsorted(row, np.arange(hi - lo + 1))
-        pair_splits = np.concatenate([[0], np.cumsum(end - first)])
+        window_splits = np.searchsorted(row, np.arange(hi - lo + 1)).tolist()
+        pair_splits = np.concatenate([[0], np.cumsum(end - first)]).tolist()
+        spans = list(zip((first - row_first[row]).tolist(), (end - row_first[row]).tolist()))
+        unit_splits_here = np.concatenate([row_first, row_end[-1:]]).tolist()
         for r in range(hi - lo):
-            a, b, f = window_splits[r], window_splits[r + 1], row_first[r]
-            out.append(([(int(x - f), int(y - f)) for x, y in zip(first[a:b], end[a:b])],
-                        best[f:row_end[r]] - a,
+            a, b = window_splits[r], window_splits[r + 1]
+            out.append((spans[a:b], best[unit_splits_here[r]:unit_splits_here[r + 1]] - a,
                         [chosen[pair_splits[w]:pair_splits[w + 1]] for w in range(a, b)]))
     return out
