@@ -161,12 +161,14 @@ class BertPacker(tf.Module):
                 PADDING_MASK: tf.cast(real, tf.int32)}
 
 
-def pack_rows(ids_a, ids_b=None, seq_length=None, cls_id=None, sep_id=None, pad_id=0):
-    """Rows of ids that fit, packed eagerly by `BertPacker` (the features built in Python:
-    NER's and SQuAD's windows, extract_features' and the quickstart's rows): ids_a (and
-    ids_b), lists of id sequences -> {token_ids, segment_ids, padding_mask}: numpy int32
-    [rows, seq_length] (None: the longest row). ValueError when a row is longer than
-    seq_length (the packer would cut it)."""
+def pack_rows(ids_a, ids_b=None, seq_length=None, cls_id=None, sep_id=None, pad_id=0,
+              chunk=4096):
+    """Rows of ids that fit, packed eagerly by `BertPacker`, `chunk` rows a call (memory
+    stays the outputs' own), for the features built in Python: NER's and SQuAD's
+    windows, extract_features' and the quickstart's rows. ids_a (and ids_b), lists of id
+    sequences -> {token_ids, segment_ids, padding_mask}: numpy int32 [rows, seq_length]
+    (None: the longest row). ValueError when a row is longer than seq_length (the packer
+    would cut it)."""
     flat = lambda rows: np.concatenate([np.asarray(r, np.int64).reshape(-1) for r in rows]
                                        + [np.zeros([0], np.int64)])
     ragged = lambda rows: tf.RaggedTensor.from_row_lengths(
@@ -179,9 +181,15 @@ def pack_rows(ids_a, ids_b=None, seq_length=None, cls_id=None, sep_id=None, pad_
     if longest > target:
         raise ValueError(f"pack_row: {longest} ids with [CLS] and [SEP] do not fit in "
                          f"{target}")
-    packed = BertPacker(max(target, 3), cls_id, sep_id, pad_id)(
-        ragged(ids_a), None if ids_b is None else ragged(ids_b))
-    return {k: v.numpy()[:, :target] for k, v in packed.items()}
+    packer = BertPacker(max(target, 3), cls_id, sep_id, pad_id)
+    out = {name: np.zeros([len(ids_a), target], np.int32)
+           for name in (TOKEN_IDS, SEGMENT_IDS, PADDING_MASK)}
+    for lo in range(0, len(ids_a), chunk):
+        packed = packer(ragged(ids_a[lo:lo + chunk]),
+                        None if ids_b is None else ragged(ids_b[lo:lo + chunk]))
+        for name, value in packed.items():
+            out[name][lo:lo + chunk] = value.numpy()[:, :target]
+    return out
 
 
 def pack_row(ids_a, ids_b=None, seq_length=None, cls_id=None, sep_id=None, pad_id=0):
