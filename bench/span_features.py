@@ -136,7 +136,7 @@ def main():
                   f"windows, peak RSS {peak:.0f} MB", file=sys.stderr, flush=True)
     digests = {result["digest"] for result in results.values()}
     sys.path.insert(0, ROOT)
-    from bench.common import command_line, cpu_flags, machine, markdown_table, write_section
+    from bench.common import command_line, machine, markdown_table, write_section
     base = statistics.median(times[f"Python path ({args.baseline})"])
     rows = [[name, f"{questions:,}", f"{results[name]['windows']:,}",
              f"{statistics.median(times[name]):.1f}",
@@ -144,7 +144,7 @@ def main():
              f"{base / statistics.median(times[name]):.2f}x", f"{peaks[name]:.0f}"]
             for name in trees]
     body = "\n".join([
-        f"`{command_line()}` on {machine()} ({cpu_flags()}).",
+        f"`{command_line()}` on {machine()}.",
         "",
         "A SQuAD-sized training file generated from stdlib docstrings (tasks.families."
         "squad.data.featurize: max_seq_length 384, doc_stride 128, max_query_length 64), "
@@ -155,7 +155,8 @@ def main():
                         "vs Python path", "peak RSS MB"], rows),
         "",
         f"Features equal on both paths: {'yes' if len(digests) == 1 else 'NO'} "
-        "(a digest of every array).",
+        "(a digest of every array). Seconds of each round: " + "; ".join(
+            f"{name}: {', '.join(f'{t:.1f}' for t in times[name])}" for name in trees) + ".",
     ])
     print(body)
     if not args.no_write:
