@@ -51,7 +51,7 @@ def module_documents():
     """[(module name, [(word, tag)])] of every top-level standard-library module with
     MIN_WORDS words of docstrings (cut at MAX_WORDS), tagged as the module docstring
     says."""
-    from bert_tf.text.words import word_spans
+    from bert_tf.text.graph_words import word_spans
     root = sysconfig.get_paths()["stdlib"]
     modules = {m for m in sys.stdlib_module_names if not m.startswith("_")}
     out = []
@@ -69,7 +69,7 @@ def module_documents():
         functions = {n.name for n in nodes if not isinstance(n, ast.ClassDef)}
         text = " ".join(" ".join(d.split()) for d in map(ast.get_docstring, [tree] + nodes)
                         if d)
-        words = [text[a:b] for a, b in word_spans(text)]
+        words = [text[a:b] for a, b in word_spans([text])[0]]
         if len(words) < MIN_WORDS:
             continue
         words = words[:MAX_WORDS]

@@ -111,19 +111,34 @@ def parse_layers(text, num_layers=None):
     return layers
 
 
+def cut(ids_a, ids_b, max_seq_length):
+    """Piece ids of one example -> (A, B) truncated to max_seq_length with [CLS] and
+    [SEP] (google's extract_features rule); B [] for a single text."""
+    from bert_tf.text.packing import truncate_seq_pair
+    ids_a = list(ids_a)
+    if ids_b is None:
+        return ids_a[:max_seq_length - 2], []
+    ids_b = list(ids_b)
+    truncate_seq_pair(ids_a, ids_b, max_seq_length - 3)
+    return ids_a, ids_b
+
+
+def pack_many(rows, cls_id, sep_id):
+    """`cut` rows -> per row packed ids [CLS] A [SEP] (B [SEP]) and segment ids (lists,
+    unpadded), laid out by the project's one packer (bert_tf.text.packing.pack_rows)."""
+    from bert_tf.text.packing import pack_rows
+    if not rows:
+        return []
+    packed = pack_rows([a for a, _ in rows], [b for _, b in rows], None, cls_id, sep_id)
+    lengths = packed["padding_mask"].sum(1)
+    return [(ids[:n].tolist(), segments[:n].tolist()) for ids, segments, n in
+            zip(packed["token_ids"], packed["segment_ids"], lengths)]
+
+
 def pack(ids_a, ids_b, max_seq_length, cls_id, sep_id):
     """Piece ids of one example -> packed ids [CLS] A [SEP] (B [SEP]) and segment ids
-    (lists, unpadded), truncated to max_seq_length (google's extract_features rule) and
-    laid out by the project's one packer (bert_tf.text.packing.pack_row)."""
-    from bert_tf.text.packing import pack_row, truncate_seq_pair
-    ids_a = list(ids_a)
-    if ids_b is not None:
-        ids_b = list(ids_b)
-        truncate_seq_pair(ids_a, ids_b, max_seq_length - 3)
-    else:
-        ids_a = ids_a[:max_seq_length - 2]
-    row = pack_row(ids_a, ids_b, None, cls_id, sep_id)
-    return row["token_ids"].tolist(), row["segment_ids"].tolist()
+    (lists, unpadded): `cut`, then `pack_many`."""
+    return pack_many([cut(ids_a, ids_b, max_seq_length)], cls_id, sep_id)[0]
 
 
 def text_windows(ids, max_seq_length, doc_stride):
@@ -131,12 +146,13 @@ def text_windows(ids, max_seq_length, doc_stride):
     piece ranges of at most max_seq_length - 2 pieces (bert_tf/text/windows.py; one that
     ends at max_seq_length - 2 without doc_stride, google's cut); best, each piece's
     window (max context), or None for one window."""
-    from bert_tf.text.windows import max_context, windows
+    from bert_tf.text import windows
     room = max_seq_length - 2
     if doc_stride is None or len(ids) <= room:
         return [(0, min(len(ids), room))], None
-    spans = windows(np.ones(len(ids), np.int64), room, doc_stride)
-    return spans, max_context(np.ones(len(ids), np.int64), spans)
+    row, first, end = windows.windows([0], [len(ids)], room, doc_stride)
+    best, _ = windows.max_context(row, first, end, [0], [len(ids)])
+    return list(zip(first.numpy().tolist(), end.numpy().tolist())), best.numpy()
 
 
 def layer_model(encoder, layers):
@@ -206,18 +222,17 @@ def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size
     model = layer_call or layer_function(encoder, layers)
     for begin in range(0, len(examples), window):
         indexes = range(begin, min(begin + window, len(examples)))
-        inputs, reading = [], {}            # model inputs (ids, segments); each example's
+        rows, reading = [], {}              # model inputs (A, B cut); each example's
         for i in indexes:
             if i in ids_b:
-                reading[i] = ([len(inputs)], None, None)
-                inputs.append(pack(ids_a[i], ids_b[i], max_seq_length, tokenizer.cls_id,
-                                   tokenizer.sep_id))
+                reading[i] = ([len(rows)], None, None)
+                rows.append(cut(ids_a[i], ids_b[i], max_seq_length))
                 continue
             spans, best = text_windows(ids_a[i], max_seq_length, doc_stride)
-            reading[i] = (list(range(len(inputs), len(inputs) + len(spans))), spans, best)
-            for first_piece, end_piece in spans:
-                inputs.append(pack(ids_a[i][first_piece:end_piece], None, max_seq_length,
-                                   tokenizer.cls_id, tokenizer.sep_id))
+            reading[i] = (list(range(len(rows), len(rows) + len(spans))), spans, best)
+            rows += [cut(ids_a[i][first_piece:end_piece], None, max_seq_length)
+                     for first_piece, end_piece in spans]
+        inputs = pack_many(rows, tokenizer.cls_id, tokenizer.sep_id)   # (ids, segments)
         order = sorted(range(len(inputs)), key=lambda j: len(inputs[j][0]))
         vectors = {}                        # input -> [its length, H] per layer
         for b in range(0, len(order), batch_size):
@@ -241,7 +256,8 @@ def extract(encoder, tokenizer, examples, layers, max_seq_length=128, batch_size
                 tokens = inputs[runs[0]][0]
                 read = [(runs[0], position) for position in range(len(tokens))]
             else:                           # [CLS], each piece where it has most context
-                tokens = [tokenizer.cls_id] + list(ids_a[i]) + [tokenizer.sep_id]
+                tokens = pack(ids_a[i], None, len(ids_a[i]) + 2, tokenizer.cls_id,
+                              tokenizer.sep_id)[0]
                 read = [(runs[0], 0)] + [
                     (runs[w], 1 + p - spans[w][0]) for p, w in enumerate(best.tolist())] + \
                     [(runs[-1], len(inputs[runs[-1]][0]) - 1)]

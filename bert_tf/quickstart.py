@@ -166,22 +166,21 @@ def unigram_baseline(train_pattern, heldout_pattern, max_seq_length, max_predict
 def fill_mask(model, tokenizer, sentences, top_k=5):
     """[MASK] in plain text -> the top-k tokens at each mask, from the MLM head."""
     import numpy as np
+
+    from bert_tf.text.packing import pack_row
     results = []
     for sentence in sentences:
         parts = sentence.split("[MASK]")
-        ids = [tokenizer.cls_id]
-        masks = []
+        ids, masks = [], []                 # [CLS] and [SEP] aside
         for i, piece in enumerate(parts):
             ids += tokenizer.encode([piece])[0] if piece.strip() else []
             if i < len(parts) - 1:
-                masks.append(len(ids))
+                masks.append(1 + len(ids))
                 ids.append(tokenizer.mask_id)
-        ids.append(tokenizer.sep_id)
-        n = len(ids)
-        out = model({TOKEN_IDS: np.array([ids], "int32"),
-                     SEGMENT_IDS: np.zeros((1, n), "int32"),
-                     PADDING_MASK: np.ones((1, n), "int32"),
-                     "masked_lm_positions": np.array([masks], "int32")})
+        packed = pack_row(ids, None, None, tokenizer.cls_id, tokenizer.sep_id)
+        out = model({name: packed[name][None] for name in (TOKEN_IDS, SEGMENT_IDS,
+                                                            PADDING_MASK)} |
+                    {"masked_lm_positions": np.array([masks], "int32")})
         probs = _softmax(np.asarray(out["mlm_logits"])[0])
         guesses = []
         for row in probs:

@@ -10,13 +10,14 @@ bytes count as one character per invalid sequence (U+FFFD, the replacement Pytho
 
 import tensorflow as tf
 
-def split_words(texts, whitespace, single_ranges=()):
+def split_words(texts, whitespace, single_ranges=(), with_words=True):
     """texts: tf.string [batch] -> (words tf.string, begin, end int64 byte offsets), each a
     RaggedTensor [batch, (words)]: the maximal runs of characters not in `whitespace` (a
     str), where every character in `single_ranges` (inclusive (first, last) code point
-    ranges, sorted and disjoint) is a word of its own; bert_tf.text.words.word_spans in the
-    graph when given its separators and ranges. Done on code points rather than with a
-    regex op: tf-text's regex_split stops at a NUL byte."""
+    ranges, sorted and disjoint) is a word of its own: google's BasicTokenizer cut when
+    given bert_tf.text.words' separators and ranges. Done on code points rather than with
+    a regex op: tf-text's regex_split stops at a NUL byte. with_words False: words None
+    (the offsets alone, without a string per byte of the texts)."""
     chars, starts = tf.strings.unicode_decode_with_offsets(texts, "UTF-8", errors="replace")
     chars = chars.with_row_splits_dtype(tf.int64)
     starts = starts.with_row_splits_dtype(tf.int64)
@@ -53,7 +54,8 @@ def split_words(texts, whitespace, single_ranges=()):
     nrows = tf.shape(texts, out_type=tf.int64)[0]
     ragged = lambda values: tf.RaggedTensor.from_value_rowids(values, word_rows, nrows=nrows,
                                                               validate=False)
-    return ragged(substrings(texts, word_rows, begin, end)), ragged(begin), ragged(end)
+    words = ragged(substrings(texts, word_rows, begin, end)) if with_words else None
+    return words, ragged(begin), ragged(end)
 
 
 def row_ids(row_splits):
@@ -100,3 +102,26 @@ def pad_rows(values, rows, nrows, default):
     """Values [n] of rows [n] (sorted) -> dense [nrows, longest row], padded with default."""
     ragged = tf.RaggedTensor.from_value_rowids(values, rows, nrows=nrows, validate=False)
     return ragged.to_tensor(default_value=default)
+
+
+def word_spans(texts, whitespace=None, single_ranges=None, chunk=2048):
+    """Python strings -> per text, the (start, end) character offsets of its words, by
+    `split_words` run eagerly `chunk` texts a call: training's word cut (NER's file
+    sentences and raw texts, SQuAD's contexts), the signatures' own. whitespace None:
+    google's BasicTokenizer cut (bert_tf.text.words' separators and single-character
+    ranges); otherwise the words between `whitespace` characters (single_ranges too,
+    if given)."""
+    if whitespace is None:
+        from bert_tf.text import words
+        whitespace, single_ranges = words.separators(), words.single_character_ranges()
+    out = []
+    for lo in range(0, len(texts), chunk):
+        batch = tf.constant([text.encode("utf-8") for text in texts[lo:lo + chunk]],
+                            tf.string)
+        _, begin, end = split_words(batch, whitespace, single_ranges or (), with_words=False)
+        rows = row_ids(begin.row_splits)
+        splits = begin.row_splits.numpy()
+        starts = byte_to_char(batch, rows, begin.flat_values).numpy().tolist()
+        ends = byte_to_char(batch, rows, end.flat_values).numpy().tolist()
+        out.extend(list(zip(starts[a:b], ends[a:b])) for a, b in zip(splits, splits[1:]))
+    return out

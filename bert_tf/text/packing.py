@@ -16,10 +16,11 @@ Two truncation rules, as in google-research/bert:
 The three outputs are named as everywhere in the project (`bert_tf.base.input_names`):
 `token_ids`, `segment_ids`, `padding_mask` (int32, 1 for real tokens).
 
-`BertPacker` packs in the graph (fine-tuning's tf.data pipelines, every export);
-`pack_row` is its NumPy twin for segments already cut to fit, for the features built
-in Python (NER's and SQuAD's windows, extract_features): the one layout, held equal to
-the graph's by tests/text/test_packing.py.
+`BertPacker` packs in the graph (fine-tuning's tf.data pipelines, every export) and,
+through `pack_rows` / `pack_row`, the rows built in Python (NER's and SQuAD's windows,
+extract_features, the quickstart): the one packer of the project. (bert_tf/data/
+masking.py lays out pretraining's instances without it: the data command must not import
+TensorFlow.)
 """
 
 import numpy as np
@@ -160,30 +161,47 @@ class BertPacker(tf.Module):
                 PADDING_MASK: tf.cast(real, tf.int32)}
 
 
-def pack_row(ids_a, ids_b=None, seq_length=None, cls_id=None, sep_id=None, pad_id=0):
-    """One row as BertPacker packs it, in NumPy, for ids that fit: [CLS] A [SEP] (B [SEP];
-    a B of no ids is no segment, as google's) -> {token_ids, segment_ids, padding_mask}:
-    int32 [seq_length] (None: as long as the row). A and B's positions are 1 and
-    len(A) + 2. ValueError when the row is longer than seq_length."""
-    ids_a = np.asarray(ids_a, np.int32).reshape(-1)
-    ids_b = None if ids_b is None or len(ids_b) == 0 else \
-        np.asarray(ids_b, np.int32).reshape(-1)
-    n = len(ids_a) + 2 + (0 if ids_b is None else len(ids_b) + 1)
-    seq_length = n if seq_length is None else int(seq_length)
-    if n > seq_length:
-        raise ValueError(f"pack_row: {n} ids with [CLS] and [SEP] do not fit in "
-                         f"{seq_length}")
-    token_ids = np.full(seq_length, pad_id, np.int32)
-    segment_ids = np.zeros(seq_length, np.int32)
-    token_ids[0], token_ids[1:len(ids_a) + 1] = cls_id, ids_a
-    token_ids[len(ids_a) + 1] = sep_id
+def pack_rows(ids_a, ids_b=None, seq_length=None, cls_id=None, sep_id=None, pad_id=0,
+              chunk=4096):
+    """Rows of ids that fit, packed eagerly by `BertPacker`, `chunk` rows a call (memory
+    stays the outputs' own), for the features built in Python: NER's and SQuAD's
+    windows, extract_features' and the quickstart's rows. ids_a (and ids_b), lists of id
+    sequences -> {token_ids, segment_ids, padding_mask}: numpy int32 [rows, seq_length]
+    (None: the longest row). ValueError when a row is longer than seq_length (the packer
+    would cut it)."""
+    flat = lambda rows: np.concatenate([np.asarray(r, np.int64).reshape(-1) for r in rows]
+                                       + [np.zeros([0], np.int64)])
+    ragged = lambda rows: tf.RaggedTensor.from_row_lengths(
+        flat(rows), np.asarray([len(r) for r in rows], np.int64), validate=False)
+    lengths = np.asarray([len(a) for a in ids_a], np.int64) + 2
     if ids_b is not None:
-        token_ids[len(ids_a) + 2:n - 1] = ids_b
-        token_ids[n - 1] = sep_id
-        segment_ids[len(ids_a) + 2:n] = 1
-    padding_mask = np.zeros(seq_length, np.int32)
-    padding_mask[:n] = 1
-    return {TOKEN_IDS: token_ids, SEGMENT_IDS: segment_ids, PADDING_MASK: padding_mask}
+        lengths += np.asarray([len(b) + 1 if len(b) else 0 for b in ids_b], np.int64)
+    longest = int(lengths.max()) if len(lengths) else 2
+    target = longest if seq_length is None else int(seq_length)
+    if longest > target:
+        raise ValueError(f"pack_row: {longest} ids with [CLS] and [SEP] do not fit in "
+                         f"{target}")
+    packer = BertPacker(max(target, 3), cls_id, sep_id, pad_id)
+    out = {name: np.zeros([len(ids_a), target], np.int32)
+           for name in (TOKEN_IDS, SEGMENT_IDS, PADDING_MASK)}
+    for lo in range(0, len(ids_a), chunk):
+        packed = packer(ragged(ids_a[lo:lo + chunk]),
+                        None if ids_b is None else ragged(ids_b[lo:lo + chunk]))
+        for name, value in packed.items():
+            out[name][lo:lo + chunk] = value.numpy()[:, :target]
+    return out
+
+
+def pack_row(ids_a, ids_b=None, seq_length=None, cls_id=None, sep_id=None, pad_id=0):
+    """One row, `pack_rows`' (BertPacker's layout): [CLS] A [SEP] (B [SEP]; a B of no ids
+    is no segment, as google's) -> {token_ids, segment_ids, padding_mask}: int32
+    [seq_length] (None: as long as the row). A and B's positions are 1 and len(A) + 2.
+    ValueError when the row is longer than seq_length."""
+    packed = pack_rows([ids_a], None if ids_b is None else [ids_b], seq_length, cls_id,
+                       sep_id, pad_id)
+    n = int(packed[PADDING_MASK].sum())
+    width = n if seq_length is None else int(seq_length)
+    return {k: v[0, :width] for k, v in packed.items()}
 
 
 def pair_lengths(len_a, len_b, budget):

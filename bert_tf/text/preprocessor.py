@@ -13,8 +13,8 @@ so a served model sees exactly the inputs it was trained on.
 
 A text longer than seq_length - 2 pieces is cut there by `__call__`; `windows` reads it
 instead in overlapping windows of seq_length - 2 pieces, `stride` pieces apart
-(bert_tf/text/windows.py's rule for units of one piece, SQuAD's), each packed as a text
-of its own.
+(bert_tf/text/windows.py's op, over units of one piece, as SQuAD's), each packed as a
+text of its own.
 
 It is the tokenizer (google's FullTokenizer ids, bert_tf/text/tokenization.py) followed by the
 packer (google's fine-tuning truncation, bert_tf/text/packing.py). A tf.Module, so a
@@ -23,6 +23,7 @@ SavedModel holding it tracks the tokenizer and its vocab asset.
 
 import tensorflow as tf
 
+from bert_tf.text import windows
 from bert_tf.text.packing import BertPacker
 
 
@@ -75,16 +76,12 @@ class BertPreprocessor(tf.Module):
             raise ValueError(f"windows: stride must be >= 1 and max_windows >= 0, got "
                              f"{stride} and {max_windows}")
         pieces = self.tokenizer(text).with_row_splits_dtype(tf.int64)   # [batch, (n)]
-        n = pieces.row_lengths()
-        count = 1 + tf.maximum(tf.constant(0, tf.int64), (n - room + stride - 1) // stride)
-        if max_windows:
-            count = tf.minimum(count, max_windows)
-        starts = tf.ragged.range(count) * stride                        # [batch, (windows)]
-        first = starts.flat_values + tf.gather(pieces.row_splits, starts.value_rowids())
-        last = tf.minimum(first + room, tf.gather(pieces.row_splits[1:],
-                                                  starts.value_rowids()))
-        window_pieces = tf.gather(pieces.flat_values, tf.ragged.range(first, last))
-        return self.packer(window_pieces), starts.row_splits
+        row, first, end = windows.windows(pieces.row_splits[:-1], pieces.row_splits[1:],
+                                          room, stride, max_windows=max_windows,
+                                          empty_window=True)
+        window_pieces = tf.gather(pieces.flat_values, tf.ragged.range(first, end))
+        counts = tf.math.unsorted_segment_sum(tf.ones_like(row), row, pieces.nrows())
+        return self.packer(window_pieces), tf.concat([[0], tf.cumsum(counts)], 0)
 
     @tf.autograph.experimental.do_not_convert
     def windowed(self, text, max_windows=0, stride=None):

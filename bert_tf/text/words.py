@@ -16,15 +16,15 @@ used here, computed on the original characters so that spans are exact:
 * everything else (letters, digits, kana, Hangul, emoji, control characters) runs on
   until one of the above.
 
-Cutting is idempotent: the words of a word are the word itself. tasks/families/ner/ cuts
-file words and raw texts with `word_spans`; bert_tf/text/graph_words.py does the same in the graph
-from `SEPARATORS` and `single_character_ranges()`.
+Cutting is idempotent: the words of a word are the word itself. This module holds the
+rule's tables, TF-free; bert_tf/text/graph_words.py cuts with them, in the graph (the
+signatures) and eagerly (`graph_words.word_spans`: NER's training files and raw texts),
+and tests/span_oracles.py keeps the cut in plain Python as the tests' oracle.
 
-    word_spans("我在北京工作, Paris.")
+    graph_words.word_spans(["我在北京工作, Paris."])[0]
     # [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (8, 13), (13, 14)]
 """
 
-import bisect
 import functools
 import re
 
@@ -52,42 +52,6 @@ def single_character_ranges():
     edges = np.flatnonzero(np.diff(alone))              # rises and falls, alternating
     ranges = [(int(lo), int(hi) - 1) for lo, hi in zip(edges[::2], edges[1::2])]
     return tuple(ranges)
-
-
-@functools.lru_cache(maxsize=1)
-def _lookup():
-    ranges = single_character_ranges()
-    return [lo for lo, _ in ranges], [hi for _, hi in ranges], frozenset(separators())
-
-
-def word_spans(text):
-    """text (str) -> list of (start, end) character offsets of its words, end exclusive,
-    in order (see the module docstring for where words are cut)."""
-    firsts, lasts, space = _lookup()
-    spans, start = [], None
-    for i, ch in enumerate(text):
-        if ch in space:
-            if start is not None:
-                spans.append((start, i))
-                start = None
-            continue
-        cp = ord(ch)
-        k = bisect.bisect_right(firsts, cp) - 1
-        if k >= 0 and cp <= lasts[k]:
-            if start is not None:
-                spans.append((start, i))
-            spans.append((i, i + 1))
-            start = None
-        elif start is None:
-            start = i
-    if start is not None:
-        spans.append((start, len(text)))
-    return spans
-
-
-def words(text):
-    """text (str) -> list of its words (str), cut as `word_spans` cuts them."""
-    return [text[start:end] for start, end in word_spans(text)]
 
 
 # run_squad.py's whitespace (its `is_whitespace`): the four ASCII ones and U+202F (narrow

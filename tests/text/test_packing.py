@@ -217,9 +217,9 @@ def test_truncate_seq_pair_random_pinned():
 
 
 def test_pack_row_is_the_packers_layout():
-    """pack_row (the NumPy packer of the features built in Python: NER, SQuAD,
-    extract_features) lays out rows that fit as BertPacker does in the graph and as
-    google's run_classifier does; a row that does not fit is refused."""
+    """pack_row (BertPacker run eagerly for the rows built in Python: NER, SQuAD,
+    extract_features, the quickstart) lays out rows that fit as BertPacker does in the
+    graph and as google's run_classifier does; a row that does not fit is refused."""
     rng = random.Random(7)
     packer = BertPacker(16, CLS, SEP, PAD)
     for _ in range(200):

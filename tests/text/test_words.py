@@ -1,6 +1,7 @@
 """bert_tf.text.words: where words of raw text start and end (whitespace; punctuation and CJK
-ideographs alone), the same in Python, in the graph (bert_tf.text.graph_words.split_words)
-and in google's BasicTokenizer."""
+ideographs alone): the graph's cut (bert_tf.text.graph_words, what training and the
+signatures run) pinned, equal to the plain-Python oracle (tests/span_oracles.py) and to
+google's BasicTokenizer."""
 
 import pytest
 import tensorflow as tf
@@ -8,6 +9,13 @@ import tensorflow as tf
 from bert_tf.text import words
 from bert_tf.base.corpus import docstrings, stdlib_sources
 from bert_tf.text import graph_words
+from tests import span_oracles
+
+
+def cut(text):
+    """The words of text, by the op training and the signatures run."""
+    return [text[a:b] for a, b in graph_words.word_spans([text])[0]]
+
 
 def docstring_lines(limit):
     """Real English lines: the standard library's docstrings, line by line."""
@@ -35,17 +43,17 @@ MIXED = [
 
 def test_word_spans_hand_checked():
     text = "我在北京工作, Paris. 「東京」ＡＢＣ"
-    assert words.words(text) == ["我", "在", "北", "京", "工", "作", ",", "Paris", ".", "「",
-                                 "東", "京", "」", "ＡＢＣ"]
-    assert words.word_spans("U.S. isn't") == [(0, 1), (1, 2), (2, 3), (3, 4), (5, 8),
-                                              (8, 9), (9, 10)]
-    assert words.word_spans("") == [] and words.word_spans(" \t\u3000") == []
+    assert cut(text) == ["我", "在", "北", "京", "工", "作", ",", "Paris", ".", "「",
+                         "東", "京", "」", "ＡＢＣ"]
+    assert graph_words.word_spans(["U.S. isn't"])[0] == [(0, 1), (1, 2), (2, 3), (3, 4),
+                                                         (5, 8), (8, 9), (9, 10)]
+    assert graph_words.word_spans(["", " \t\u3000"]) == [[], []]
 
 
 def test_words_are_cut_idempotently():
     for text in MIXED:
-        for word in words.words(text):
-            assert words.words(word) == [word], word
+        for word in cut(text):
+            assert cut(word) == [word], word
 
 
 def test_graph_split_equals_python():
@@ -56,9 +64,10 @@ def test_graph_split_equals_python():
     to_char = lambda x: tf.RaggedTensor.from_value_rowids(graph_words.byte_to_char(
         tf.constant(texts), rows, x.flat_values), rows, nrows=len(texts)).to_list()
     spans = [list(zip(s, e)) for s, e in zip(to_char(begin), to_char(end))]
-    assert spans == [words.word_spans(text) for text in texts]
+    assert spans == [span_oracles.word_spans(text) for text in texts]
+    assert graph_words.word_spans(texts) == spans
     assert [[w.decode() for w in row] for row in got.to_list()] == \
-        [words.words(text) for text in texts]
+        [span_oracles.words(text) for text in texts]
     assert sum(len(s) for s in spans) > 3000
 
 
@@ -73,8 +82,8 @@ def test_same_cut_as_google_basic_tokenizer():
                         for c in line) and "\u2028" not in line]
     basic = BasicTokenizer(do_lower_case=False)       # (a tf.function holds it weakly)
     google = basic.words(tf.constant(clean))
-    for line, expected in zip(clean, google.to_list()):
-        assert words.words(line) == [w.decode() for w in expected], line
+    for line, spans, expected in zip(clean, graph_words.word_spans(clean), google.to_list()):
+        assert [line[a:b] for a, b in spans] == [w.decode() for w in expected], line
     assert len(clean) > 1000
 
 

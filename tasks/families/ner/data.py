@@ -15,7 +15,6 @@ export cuts, whatever the file's lines hold.
 import dataclasses
 import re
 
-from bert_tf.text import words as text_words
 from bert_tf.base.files import read_text
 
 DOCSTART = "-DOCSTART-"
@@ -38,7 +37,8 @@ class Sentence:
     one of LINE_UNITS, how the words join into the sentence's text.
 
     Derived: text (the words joined), units (list of str: the text cut by
-    bert_tf.text.words, and any word the cut leaves nothing of whole), unit_words (for each
+    bert_tf.text.words' rule, `graph_words.word_spans`, and any word the cut leaves
+    nothing of whole), unit_words (for each
     unit, the indices of the words it overlaps, in order), unit_tags (None for an
     unlabelled file) and mixed_units (how many units join words of tags that do not
     continue one tag). Where a unit and a word overlap is a segment: a word of several
@@ -51,6 +51,7 @@ class Sentence:
     lines: list = None
     line_numbers: list = None
     line_unit: str = "word"
+    text_spans: list = None     # the text's cut, when the reader made it for many at once
 
     def __post_init__(self):
         joiner = JOINERS[self.line_unit]
@@ -58,11 +59,14 @@ class Sentence:
         for word in self.words:
             starts.append(position)
             position += len(word) + len(joiner)
-        self.text = joiner.join(self.words)
+        self.text = sentence_text(self.words, self.line_unit)
         word_of = [None] * len(self.text)
         for w, (start, word) in enumerate(zip(starts, self.words)):
             word_of[start:start + len(word)] = [w] * len(word)
-        spans = text_words.word_spans(self.text)
+        spans = self.text_spans
+        if spans is None:
+            from bert_tf.text import graph_words
+            spans = graph_words.word_spans([self.text])[0]
         touched = {word_of[i] for a, b in spans for i in range(a, b)}
         spans = sorted(spans + [(starts[w], starts[w] + len(word))
                                 for w, word in enumerate(self.words) if w not in touched])
@@ -96,6 +100,11 @@ class Sentence:
             for w, segment_tag in zip(unit_words, continue_tag(tag, len(unit_words))):
                 per_word[w].append(segment_tag)
         return [word_tag(tags) for tags in per_word]
+
+
+def sentence_text(words, line_unit):
+    """A sentence's text: its words joined as `line_unit` (one of LINE_UNITS) says."""
+    return JOINERS[line_unit].join(words)
 
 
 def continue_tag(tag, n):
@@ -199,9 +208,13 @@ def read_conll(path, line_unit="auto"):
         raise ValueError(f"{path}: no sentences")
     if line_unit == "auto":
         line_unit = detect_line_unit([word for fields in sentences for word in fields[0]])
+    # Every sentence's text cut at once (bert_tf/text/graph_words.py, the signature's cut).
+    from bert_tf.text import graph_words
+    cuts = graph_words.word_spans([sentence_text(fields[0], line_unit)
+                                   for fields in sentences])
     return ConllFile(path, columns,
-                     [Sentence(*fields, line_unit=line_unit) for fields in sentences],
-                     layout, line_unit)
+                     [Sentence(*fields, line_unit=line_unit, text_spans=spans)
+                      for fields, spans in zip(sentences, cuts)], layout, line_unit)
 
 
 def label_list(conll):

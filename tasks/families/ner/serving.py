@@ -6,8 +6,9 @@ task.py does in Python (split_words, create_features, word_tags, entities):
 2. each word tokenized alone; a word the tokenizer deletes becomes one [UNK], a word of
    more pieces than fit is cut;
 3. windows of at most max_seq_length - 2 pieces, of whole words, starting `doc_stride`
-   pieces apart (bert_tf/text/windows.py's `windows`; a run that recorded no doc_stride:
-   consecutive parts), each packed [CLS] pieces [SEP]: long texts are read whole;
+   pieces apart (bert_tf/text/windows.py's `windows`, the op training's features run
+   too; a run that recorded no doc_stride: consecutive parts), each packed [CLS] pieces
+   [SEP]: long texts are read whole;
 4. each word's tag = argmax of the logits at its first piece, in the window where it has
    the most context (google's SQuAD rule: bert_tf/text/windows.py's `max_context`);
 5. entities from the word tags with conlleval's chunk rules (tasks/families/ner/conlleval.py), their
@@ -23,7 +24,7 @@ import tensorflow as tf
 
 from bert_tf.text import words
 from bert_tf.text.batching import run_by_length
-from bert_tf.text import graph_words
+from bert_tf.text import graph_words, windows
 from export.limits import MAX_TEXT_BYTES
 from export.serving import ServingModule, float32
 
@@ -107,7 +108,13 @@ class NerModule(ServingModule):
         return {"logits": logits, "label_id": label_id,
                 "label": tf.gather(self.label_names, label_id)}
 
-    def outputs_from_text(self, text):
+    def text_windows(self, text):
+        """Raw texts [batch] -> the windows the model reads and how words map onto them:
+        {features: packed int32 [P, seq], word_splits int64 [batch + 1], begin, end int64
+        [W] (byte offsets of each word), piece_splits int64 [W + 1] (each word's pieces),
+        part_first, part_end int64 [P] (each window's words, global, end exclusive), part
+        int64 [W] (the window each word is read from), position int64 [W] (its first
+        piece's column there)}."""
         room = self.packer.seq_length - 2
         text_words, begin, end = graph_words.split_words(text, self.separators,
                                                           self.single_ranges)
@@ -124,22 +131,34 @@ class NerModule(ServingModule):
         pieces = tf.concat([pieces, unk], axis=1)[:, :room]                # [W, (pieces)]
         piece_splits = pieces.row_splits                                   # [W + 1]
 
-        part_first, part_end = self._windows(piece_splits, word_splits, room,
-                                             self.doc_stride)                # [P] words
+        # Windows of whole words, and each word's max-context window (bert_tf/text/windows.py).
+        rows_first, rows_end = word_splits[:-1], word_splits[1:]
+        part_row, part_first, part_end = windows.windows(rows_first, rows_end, room,
+                                                         self.doc_stride, piece_splits)
         window_pieces = tf.ragged.range(tf.gather(piece_splits, part_first),
                                         tf.gather(piece_splits, part_end))   # [P, (pieces)]
         packed = self.packer(tf.gather(pieces.flat_values, window_pieces))
-        logits = run_by_length(
-            lambda f: {"logits": float32(self.model(f, training=False)["logits"])},
-            packed, per_token=("logits",))["logits"]                      # [P, seq, K]
 
-        # Each word's tag: the argmax at its first piece, in its max-context window.
+        # Each word is read at its first piece, in its max-context window.
         n_words = tf.size(begin, out_type=tf.int64)
-        part = self._max_context(piece_splits, part_first, part_end, n_words)   # [W]
+        part, _ = windows.max_context(part_row, part_first, part_end, rows_first, rows_end,
+                                      piece_splits)                        # [W]
         position = 1 + tf.gather(piece_splits, tf.range(n_words)) - \
             tf.gather(piece_splits, tf.gather(part_first, part))
-        word_logits = tf.gather_nd(logits, tf.stack([part, position], axis=1))   # [W, K]
-        tags = tf.argmax(word_logits, axis=-1, output_type=tf.int64)
+        return {"features": packed, "word_splits": word_splits, "begin": begin, "end": end,
+                "piece_splits": piece_splits, "part_first": part_first,
+                "part_end": part_end, "part": part, "position": position}
+
+    def outputs_from_text(self, text):
+        w = self.text_windows(text)
+        word_splits, begin, end = w["word_splits"], w["begin"], w["end"]
+        logits = run_by_length(
+            lambda f: {"logits": float32(self.model(f, training=False)["logits"])},
+            w["features"], per_token=("logits",))["logits"]               # [P, seq, K]
+
+        # Each word's tag: the argmax at its first piece, in its max-context window.
+        word_logits = tf.gather_nd(logits, tf.stack([w["part"], w["position"]], axis=1))
+        tags = tf.argmax(word_logits, axis=-1, output_type=tf.int64)      # [W]
 
         first, last = chunk_spans(tags, word_splits, self.chunk_starts, self.chunk_ends,
                                   self.boundary)
@@ -160,55 +179,3 @@ class NerModule(ServingModule):
             "num_entities": as_int32(tf.math.bincount(
                 as_int32(rows), minlength=as_int32(nrows), maxlength=as_int32(nrows))),
         }
-
-    @staticmethod
-    def _windows(piece_splits, word_splits, room, stride):
-        """Every text's windows, as bert_tf/text/windows.py's `windows` makes them: from
-        the text's first word, as many whole words as fit in `room` pieces (a word never
-        has more); the next starts at the first word at least `stride` pieces after,
-        never past the window's end, until one reaches the text's last word. Returns
-        (first word, end word) int64 [P] (global indexes, end exclusive), in order.
-        Texts without words get no window."""
-        row_limit = word_splits[1:]
-
-        def body(position, firsts, ends):
-            active = position < row_limit
-            start = tf.gather(piece_splits, position)
-            fits = tf.searchsorted(piece_splits, start + room, side="right",
-                                   out_type=tf.int64) - 1
-            end = tf.minimum(tf.maximum(fits, position + 1), row_limit)
-            following = tf.searchsorted(piece_splits, start + stride, side="left",
-                                        out_type=tf.int64)
-            following = tf.maximum(position + 1, tf.minimum(following, end))
-            firsts = tf.concat([firsts, tf.boolean_mask(position, active)], 0)
-            ends = tf.concat([ends, tf.boolean_mask(end, active)], 0)
-            done = end >= row_limit
-            return tf.where(active & ~done, following, row_limit), firsts, ends
-
-        empty = tf.zeros([0], tf.int64)
-        _, firsts, ends = tf.while_loop(
-            lambda position, *_: tf.reduce_any(position < row_limit), body,
-            (word_splits[:-1], empty, empty),
-            shape_invariants=(tf.TensorShape([None]), tf.TensorShape([None]),
-                              tf.TensorShape([None])))
-        order = tf.argsort(firsts)
-        return tf.gather(firsts, order), tf.gather(ends, order)
-
-    @staticmethod
-    def _max_context(piece_splits, firsts, ends, n_words):
-        """For each word, the window (an index into firsts/ends) where it has the most
-        context, as bert_tf/text/windows.py's `max_context`: the least of the pieces
-        before and after its first piece plus a hundredth of the window's pieces, the
-        earlier window on a tie. int64 [W]."""
-        spans = tf.ragged.range(firsts, ends)                   # [P, (words)]
-        window = spans.value_rowids()                           # [pairs]
-        word = spans.flat_values
-        start = tf.gather(piece_splits, tf.gather(firsts, window))
-        stop = tf.gather(piece_splits, tf.gather(ends, window))
-        at = tf.gather(piece_splits, word)
-        context = tf.cast(tf.minimum(at - start, stop - 1 - at), tf.float64) + \
-            0.01 * tf.cast(stop - start, tf.float64)
-        best = tf.math.unsorted_segment_max(context, word, n_words)
-        candidates = tf.where(tf.equal(context, tf.gather(best, word)), window,
-                              tf.int64.max)
-        return tf.math.unsorted_segment_min(candidates, word, n_words)

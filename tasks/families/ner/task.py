@@ -61,14 +61,13 @@ import os
 import keras
 import numpy as np
 
-from bert_tf.text import words as text_words
 from bert_tf.base.cli import check_seq_length
 from bert_tf.base.files import atomic_write
 from bert_tf.models.task_models import BertTokenClassifier, loss_scaled
 from tasks.families.ner import conlleval
-from bert_tf.text.packing import pack_row
-from bert_tf.text.windows import (check_doc_stride, default_doc_stride,  # noqa: F401
-                                  max_context, windows)  # (as ner.<name> too)
+from bert_tf.text.packing import pack_rows
+from bert_tf.text import windows
+from bert_tf.text.windows import check_doc_stride, default_doc_stride  # noqa: F401 (ner.<name>)
 from tasks import driver
 from tasks.families.ner import frozen_features
 from tasks.task import Task, family
@@ -105,15 +104,18 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
     become one [UNK], so that every unit has a first piece. A sentence longer than
     max_seq_length - 2 pieces is cut into `windows` (overlapping with `doc_stride`, whole
     units); every window is labelled whole (training learns from each) and every unit is
-    read from one (`max_context`; both bert_tf/text/windows.py's). Labels not in `labels`
+    read from one (`max_context`; both bert_tf/text/windows.py's ops, the signature's
+    too, run over all sentences at once). Labels not in `labels`
     get IGNORE (counted as "unknown_label"). Returns (features, report).
     """
     label_ids = {label: i for i, label in enumerate(labels)}
     report = collections.Counter()
     rows = collections.defaultdict(list)
+    window_ids = []
     room = max_seq_length - 2
     w_iter = iter(word_pieces)
-    for s, sentence in enumerate(sentences):
+    sentence_pieces = []
+    for sentence in sentences:
         pieces = []
         for _ in sentence.units:
             ids = list(next(w_iter))
@@ -124,14 +126,17 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
                 report["word_truncated"] += 1
                 ids = ids[:room]
             pieces.append(ids)
+        sentence_pieces.append(pieces)
+    every_window = windows.row_windows(
+        [len(pieces) for pieces in sentence_pieces], room, doc_stride,
+        [len(ids) for pieces in sentence_pieces for ids in pieces], empty_window=True)
+    for s, (sentence, pieces, (spans, read_from, _)) in enumerate(zip(
+            sentences, sentence_pieces, every_window)):
         lengths = [len(ids) for ids in pieces]
-        spans = windows(lengths, room, doc_stride)
-        read_from = max_context(lengths, spans)
         if len(spans) > 1:
             report["sentence_split"] += 1
         for k, (first, end) in enumerate(spans):
-            packed = pack_row([i for w in range(first, end) for i in pieces[w]], None,
-                              max_seq_length, cls_id, sep_id, pad_id)
+            window_ids.append([i for w in range(first, end) for i in pieces[w]])
             labels_row = np.full(max_seq_length, IGNORE, np.int32)
             words_row = np.full(max_seq_length, -1, np.int32)
             position = 1                                  # [CLS] first
@@ -145,11 +150,13 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
                     elif read_from[w] == k:                     # counted once
                         report["unknown_label"] += 1
                 position += len(pieces[w])
-            for key, value in dict(packed, label_ids=labels_row, word_index=words_row,
+            for key, value in dict(label_ids=labels_row, word_index=words_row,
                                    sentence_index=s,
                                    piece_start=sum(lengths[:first])).items():
                 rows[key].append(value)
-    features = {k: np.asarray(v, np.int32) for k, v in rows.items()}
+    # Every window [CLS] pieces [SEP], by the project's one packer (BertPacker).
+    features = pack_rows(window_ids, None, max_seq_length, cls_id, sep_id, pad_id)
+    features.update({k: np.asarray(v, np.int32) for k, v in rows.items()})
     report["sentences"] = len(sentences)
     report["features"] = len(features["token_ids"])
     return features, report
@@ -250,7 +257,8 @@ def entities(tags, word_spans, text):
 def split_words(text):
     """The words of a raw text (bert_tf.text.words: whitespace, punctuation and CJK ideographs
     alone; what the NER signature cuts) -> list of (start, end) character offsets."""
-    return text_words.word_spans(text)
+    from bert_tf.text import graph_words
+    return graph_words.word_spans([text])[0]
 
 
 def write_predictions(path, conll, predicted):

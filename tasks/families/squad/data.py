@@ -21,12 +21,9 @@ import json
 import numpy as np
 
 from bert_tf.base.files import read_text
-from bert_tf.text.packing import pack_row
+from bert_tf.text import windows
+from bert_tf.text.packing import pack_rows
 from bert_tf.text.words import SQUAD_WHITESPACE
-from tasks.families.squad import postprocess as squad_postprocess
-
-_WHITESPACE = frozenset(SQUAD_WHITESPACE)
-
 
 # ----------------------------------------------------------------------------- reading
 
@@ -137,21 +134,6 @@ def read_squad_examples(path, version_2_with_negative=False, is_training=False):
     return examples, contexts, data, report
 
 
-def split_words(text):
-    """run_squad's whitespace split -> list of (word, char_start)."""
-    words, start = [], None
-    for i, ch in enumerate(text):
-        if ch in _WHITESPACE:
-            if start is not None:
-                words.append((text[start:i], start))
-                start = None
-        elif start is None:
-            start = i
-    if start is not None:
-        words.append((text[start:], start))
-    return words
-
-
 # ----------------------------------------------------------------------------- features
 
 @dataclasses.dataclass
@@ -194,10 +176,13 @@ def tokenize_words(tokenizer, words, chunk=8192):
 
 def tokenize_contexts(tokenizer, contexts):
     """Each context -> DocPieces (every word tokenized alone, as run_squad does)."""
+    from bert_tf.text import graph_words
     words, owner, bases = [], [], []
-    for c, context in enumerate(contexts):
-        for word, start in split_words(context):
-            words.append(word)
+    # run_squad's whitespace split, by the signature's op (bert_tf/text/graph_words.py).
+    for c, (context, spans) in enumerate(zip(
+            contexts, graph_words.word_spans(contexts, SQUAD_WHITESPACE))):
+        for start, end in spans:
+            words.append(context[start:end])
             owner.append(c)
             bases.append(start)
     ids, starts, ends = tokenize_words(tokenizer, words)
@@ -227,6 +212,17 @@ def answer_piece_span(offsets, start_char, end_char):
     return first, last
 
 
+def check_window_room(max_tokens_for_doc, doc_stride):
+    """ValueError when a question leaves no room for context pieces, or for a doc_stride
+    below 1."""
+    if max_tokens_for_doc < 1:
+        raise ValueError(f"no room for context pieces (max_tokens_for_doc="
+                         f"{max_tokens_for_doc}); raise max_seq_length or lower "
+                         f"max_query_length")
+    if doc_stride < 1:
+        raise ValueError(f"doc_stride must be >= 1, got {doc_stride}")
+
+
 def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stride,
                     max_query_length, cls_id, sep_id, pad_id=0, is_training=False):
     """Windows of every example -> dict of numpy arrays, one row per window:
@@ -243,6 +239,7 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
     """
     report = collections.Counter()
     rows = collections.defaultdict(list)
+    kept = []                                    # (example index, query, pieces, answer)
     for e, example in enumerate(examples):
         query = list(question_ids[e][:max_query_length])
         if len(question_ids[e]) > max_query_length:
@@ -258,30 +255,38 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
                 report["answer_not_aligned"] += 1
                 if is_training:
                     continue
-        max_doc = max_seq_length - len(query) - 3
-        spans = squad_postprocess.doc_spans(len(doc.ids), max_doc, doc_stride)
-        best_window = squad_postprocess.max_context_window(spans, len(doc.ids))
+        check_window_room(max_seq_length - len(query) - 3, doc_stride)
+        kept.append((e, query, doc, answer))
+    # Every question's windows over its context's pieces and where each piece is read
+    # (bert_tf/text/windows.py's ops, the signature's too).
+    every_window = windows.row_windows(
+        [len(doc.ids) for _, _, doc, _ in kept],
+        [max_seq_length - len(query) - 3 for _, query, _, _ in kept], doc_stride)
+    queries, window_ids = [], []
+    for (e, query, doc, answer), (spans, _, masks) in zip(kept, every_window):
         if len(spans) > 1:
             report["split_into_windows"] += 1
-        for w, (start, length) in enumerate(spans):
+        for w, (start, end) in enumerate(spans):
+            length = end - start
             doc_offset = len(query) + 2                    # [CLS] query [SEP]
-            packed = pack_row(query, doc.ids[start:start + length], max_seq_length,
-                              cls_id, sep_id, pad_id)
+            queries.append(query)
+            window_ids.append(doc.ids[start:start + length])
             offsets = np.full((max_seq_length, 2), -1, np.int32)
             offsets[doc_offset:doc_offset + length] = doc.offsets[start:start + length]
             max_context = np.zeros(max_seq_length, bool)
-            max_context[doc_offset:doc_offset + length] = \
-                best_window[start:start + length] == w
+            max_context[doc_offset:doc_offset + length] = masks[w]
             s_pos = e_pos = 0
             if answer is not None and start <= answer[0] and answer[1] < start + length:
                 s_pos, e_pos = answer[0] - start + doc_offset, answer[1] - start + doc_offset
-            for key, value in dict(packed, start_positions=s_pos, end_positions=e_pos,
+            for key, value in dict(start_positions=s_pos, end_positions=e_pos,
                                    offsets=offsets, max_context=max_context,
                                    example_index=e).items():
                 rows[key].append(value)
     if not rows:
         raise ValueError("no features: every example was skipped (see the report)")
-    features = {k: np.asarray(v) for k, v in rows.items()}
+    # Every window [CLS] question [SEP] window [SEP], by the project's one packer.
+    features = pack_rows(queries, window_ids, max_seq_length, cls_id, sep_id, pad_id)
+    features.update({k: np.asarray(v) for k, v in rows.items()})
     for k in ("start_positions", "end_positions", "example_index"):
         features[k] = features[k].astype(np.int32)
     report["features"] = len(features["token_ids"])

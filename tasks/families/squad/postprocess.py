@@ -1,19 +1,19 @@
-"""SQuAD windows and post-processing as small pure functions (numpy in, numpy/Python out).
+"""SQuAD post-processing as small pure functions (numpy in, numpy/Python out).
 
-The rules are google-research/bert run_squad.py's, restated on character offsets:
+The rules are google-research/bert run_squad.py's, restated on character offsets. The
+windows come from data.py (bert_tf/text/windows.py's ops: a context longer than the room
+left after the question is cut into windows of `max_tokens_for_doc` pieces, each starting
+`doc_stride` pieces after the previous one, the last one reaching the end; a piece that
+is in several windows has its max context in the window where min(left context, right
+context) + 0.01 * window length is largest, the first such window on ties):
 
-* windows (`doc_spans`): a context longer than the room left after the question is cut
-  into windows of `max_tokens_for_doc` pieces, each starting `doc_stride` pieces after the
-  previous one, the last one reaching the end (bert_tf/text/windows.py, NER's too).
-* max context (`max_context_mask`): a piece that is in several windows is scored only in
-  the window where min(left context, right context) + 0.01 * window length is largest
-  (the first such window on ties).
-* decoding (`feature_candidates`, `decode_example`): the `n_best_size` best start and end
-  positions of each window, pairs kept when both are context pieces, the start has its
-  max context, end >= start and the span is at most `max_answer_length` pieces; all
-  windows' pairs ranked by start logit + end logit, duplicates of an answer text dropped,
-  `n_best_size` kept, softmax over them.
-* v2.0 (`decode_example`): null score = start[CLS] + end[CLS], the minimum over windows;
+* decoding (`decode_windows`: bert_tf/text/answers.py's ops, the export's): the
+  `n_best_size` best start and end positions of each window, pairs kept when both are
+  context pieces, the start has its max context, end >= start and the span is at most
+  `max_answer_length` pieces; the answer, the best start logit + end logit over all
+  windows; the n-best list (`example_result`): all windows' pairs ranked by score,
+  duplicates of an answer text dropped, `n_best_size` kept, softmax over them.
+* v2.0 (`example_result`): null score = start[CLS] + end[CLS], the minimum over windows;
   the answer is "" when null - best non-null score > `null_score_diff_threshold`.
 
 One deliberate difference: positions that cannot hold an answer (question, [CLS], [SEP],
@@ -32,66 +32,35 @@ import math
 
 import numpy as np
 
-from bert_tf.text.windows import max_context, windows
 
+def decode_windows(start_logits, end_logits, offsets, max_context, example_index,
+                   num_examples, n_best_size=20, max_answer_length=30):
+    """bert_tf/text/answers.py's decoding (the export's) over every window of a file at
+    once: start_logits, end_logits [N, S]; offsets [N, S, 2] (-1 off the context);
+    max_context [N, S] bool; example_index [N] (each example's windows in order).
+    Returns numpy arrays: "start", "end", "score", "ok" [N, k * k] (`candidates`), and
+    per example "has_answer", "best_score", "window", "best_start", "best_end"
+    (`best`) and "null" (`null_scores`)."""
+    import tensorflow as tf
 
-def doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride):
-    """Windows over a context of `num_doc_tokens` pieces -> list of (start, length)
-    (bert_tf/text/windows.py's, over units of one piece)."""
-    if max_tokens_for_doc < 1:
-        raise ValueError(f"no room for context pieces (max_tokens_for_doc="
-                         f"{max_tokens_for_doc}); raise max_seq_length or lower "
-                         f"max_query_length")
-    if doc_stride < 1:
-        raise ValueError(f"doc_stride must be >= 1, got {doc_stride}")
-    if num_doc_tokens == 0:
-        return []
-    return [(first, end - first) for first, end in
-            windows(np.ones(num_doc_tokens, np.int64), max_tokens_for_doc, doc_stride)]
-
-
-def max_context_window(spans, num_doc_tokens):
-    """[num_doc_tokens] int: the index of the window where each piece has most context
-    (bert_tf/text/windows.py's `max_context`)."""
-    return max_context(np.ones(num_doc_tokens, np.int64),
-                       [(start, start + length) for start, length in spans])
-
-
-def max_context_mask(spans, span_index, num_doc_tokens):
-    """[length of window span_index] bool: which of its pieces have their max context
-    there."""
-    start, length = spans[span_index]
-    return max_context_window(spans, num_doc_tokens)[start:start + length] == span_index
-
-
-def _top_indexes(logits, valid, k):
-    """Indexes of the k largest logits among valid positions, best first (lower index
-    first on ties, as a stable sort of google's)."""
-    index = np.flatnonzero(valid)
-    order = np.argsort(-logits[index], kind="stable")[:k]
-    return index[order]
-
-
-def feature_candidates(start_logits, end_logits, offsets, max_context, n_best_size,
-                       max_answer_length):
-    """The candidate spans of one window.
-
-    start_logits, end_logits: [S] float; offsets: [S, 2] int character offsets of each
-    position in the context (-1 where it is not a context piece); max_context: [S] bool.
-    Returns a list of (start_index, end_index, start_logit, end_logit), in google's order
-    (start rank, then end rank).
-    """
-    start_logits = np.asarray(start_logits, np.float64)
-    end_logits = np.asarray(end_logits, np.float64)
-    in_context = np.asarray(offsets)[:, 0] >= 0                          # [S]
-    starts = _top_indexes(start_logits, in_context & np.asarray(max_context, bool),
-                          n_best_size)
-    ends = _top_indexes(end_logits, in_context, n_best_size)
-    out = []
-    for s in starts:
-        for e in ends:
-            if s <= e < s + max_answer_length:
-                out.append((int(s), int(e), float(start_logits[s]), float(end_logits[e])))
+    from bert_tf.text import answers
+    start_logits = np.asarray(start_logits)
+    end_logits = np.asarray(end_logits)
+    if start_logits.dtype.kind != "f":
+        start_logits, end_logits = (x.astype(np.float64) for x in (start_logits, end_logits))
+    in_context = np.asarray(offsets)[..., 0] >= 0                       # [N, S]
+    may_start = in_context & np.asarray(max_context, bool)
+    example = tf.constant(np.asarray(example_index, np.int64))
+    found = answers.candidates(tf.constant(start_logits), tf.constant(end_logits),
+                               tf.constant(may_start), tf.constant(in_context),
+                               n_best_size, max_answer_length)
+    chosen = answers.best(found, example, num_examples)
+    out = {k: v.numpy() for k, v in found.items()}
+    out.update({"has_answer": chosen["has_answer"].numpy(),
+                "best_score": chosen["score"].numpy(), "window": chosen["window"].numpy(),
+                "best_start": chosen["start"].numpy(), "best_end": chosen["end"].numpy(),
+                "null": answers.null_scores(tf.constant(start_logits), tf.constant(end_logits),
+                                            example, num_examples).numpy()})
     return out
 
 
@@ -110,43 +79,67 @@ def decode_example(context, windows, n_best_size=20, max_answer_length=30,
 
     context: the original context string. windows: a list, one per window, of dicts with
     "start_logits" [S], "end_logits" [S], "offsets" [S, 2], "max_context" [S].
+    `example_result` of `decode_windows` over them."""
+    stack = lambda key: np.stack([np.asarray(w[key]) for w in windows])
+    decoded = decode_windows(stack("start_logits"), stack("end_logits"), stack("offsets"),
+                             stack("max_context"), np.zeros(len(windows), np.int64), 1,
+                             n_best_size, max_answer_length)
+    return example_result(context, decoded, 0, np.arange(len(windows)), stack("offsets"),
+                          stack("start_logits"), stack("end_logits"), n_best_size,
+                          version_2_with_negative, null_score_diff_threshold)
+
+
+def example_result(context, decoded, e, rows, offsets, start_logits, end_logits,
+                   n_best_size=20, version_2_with_negative=False,
+                   null_score_diff_threshold=0.0):
+    """Example e's answer from `decode_windows`' output; rows: its windows' indexes, in
+    order; offsets, start_logits, end_logits: every window's, as given to it.
 
     Returns a dict: "text" (the answer, "" for no answer), "start_char", "end_char"
     (offsets of the answer in the context, end exclusive; -1 for ""), "score" (start +
     end logit of the answer; the null score for ""), "is_impossible", "null_score_diff"
     (null - best non-null score; v2.0 only, +inf when no span is possible), "best_non_null"
     (text of the best span, what threshold tuning needs) and "nbest" (a list of dicts:
-    text, probability, start_logit, end_logit, start_char, end_char).
+    text, probability, start_logit, end_logit, start_char, end_char): the op's answer
+    first, then the other candidates of its windows by score (window, start rank, end
+    rank order on ties), duplicates of an answer text dropped, `n_best_size` kept.
     """
-    prelim = []   # (score, window, start_index, end_index, start_logit, end_logit)
-    null = None   # (score, start_logit, end_logit) of the window with the smallest null
-    for w, window in enumerate(windows):
-        if version_2_with_negative:
-            s0 = float(window["start_logits"][0])
-            e0 = float(window["end_logits"][0])
-            if null is None or s0 + e0 < null[0]:
-                null = (s0 + e0, s0, e0)
-        for s, e, sl, el in feature_candidates(
-                window["start_logits"], window["end_logits"], window["offsets"],
-                window["max_context"], n_best_size, max_answer_length):
-            prelim.append((sl + el, w, s, e, sl, el))
+    logit = lambda logits, w, i: float(np.float64(logits[w][i]))
+    span = lambda w, s, e: (int(offsets[w][s][0]), int(offsets[w][e][1]))
+    prelim = []   # (score, window, start_index, end_index)
+    for w in rows:
+        ok = decoded["ok"][w]
+        prelim += [(float(score), w, int(s), int(t)) for score, s, t in zip(
+            decoded["score"][w][ok], decoded["start"][w][ok], decoded["end"][w][ok])]
     # Python's sort is stable: equal scores keep window, start-rank, end-rank order.
     prelim.sort(key=lambda p: p[0], reverse=True)
 
     nbest, seen = [], set()
-    for score, w, s, e, sl, el in prelim:
+    for score, w, s, t in prelim:
         if len(nbest) >= n_best_size:
             break
-        offsets = windows[w]["offsets"]
-        start_char, end_char = int(offsets[s][0]), int(offsets[e][1])
+        start_char, end_char = span(w, s, t)
         text = context[start_char:end_char]
         if text in seen:
             continue
         seen.add(text)
-        nbest.append({"text": text, "start_logit": sl, "end_logit": el,
+        nbest.append({"text": text, "start_logit": logit(start_logits, w, s),
+                      "end_logit": logit(end_logits, w, t),
                       "start_char": start_char, "end_char": end_char})
-    best_non_null = nbest[0] if nbest else None
-    if null is not None:
+    best_non_null = None
+    if decoded["has_answer"][e]:
+        w, s, t = (int(decoded[k][e]) for k in ("window", "best_start", "best_end"))
+        start_char, end_char = span(w, s, t)
+        best_non_null = {"text": context[start_char:end_char],
+                         "start_logit": logit(start_logits, w, s),
+                         "end_logit": logit(end_logits, w, t),
+                         "start_char": start_char, "end_char": end_char}
+    null = None   # (score, start_logit, end_logit) of the window with the smallest null
+    if version_2_with_negative and len(rows):
+        score = float(decoded["null"][e])
+        w = next(w for w in rows if logit(start_logits, w, 0) + logit(end_logits, w, 0)
+                 == score)
+        null = (score, logit(start_logits, w, 0), logit(end_logits, w, 0))
         # The empty answer competes in the n-best at its own rank (google adds it to the
         # candidates, and appends it when it fell out of the top n).
         entry = {"text": "", "start_logit": null[1], "end_logit": null[2],

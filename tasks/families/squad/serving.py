@@ -25,18 +25,11 @@ import tensorflow as tf
 
 from bert_tf.text.batching import run_by_length
 from bert_tf.text.words import SQUAD_WHITESPACE
-from bert_tf.text import graph_words
+from bert_tf.text import answers, graph_words, windows
 from export.limits import MAX_TEXT_BYTES
 from export.request_checks import check_same_batch
 from export.serving import ServingModule, float32
 from tasks.families.squad.config import WINDOW_DEFAULTS, check_windows
-
-
-def _gather_or(params, indices, valid, default):
-    """params[indices] where valid, else default (params may be empty)."""
-    padded = tf.concat([params, tf.fill([1], tf.cast(default, params.dtype))], 0)
-    n = tf.shape(params, out_type=indices.dtype)[0]
-    return tf.gather(padded, tf.where(valid, indices, n))
 
 
 class SquadModule(ServingModule):
@@ -94,50 +87,32 @@ class SquadModule(ServingModule):
         base = tf.gather(word_begin.flat_values, piece_word)
         piece_bytes = (base + piece_begin.flat_values, base + piece_end.flat_values)
         doc_splits = tf.gather(pieces.row_splits, words.row_splits)        # [batch + 1]
-        num_doc = doc_splits[1:] - doc_splits[:-1]                         # [batch]
 
-        # postprocess.doc_spans: windows of max_doc pieces every
-        # min(doc_stride, max_doc) pieces, the last reaching the end; none without pieces.
+        # Windows of max_doc pieces, doc_stride apart, the last reaching the end; none
+        # without pieces (bert_tf/text/windows.py, the op training's features run too).
         max_doc = seq - query_length - 3                                   # [batch]
-        step = tf.minimum(tf.constant(self.doc_stride, tf.int64), max_doc)
-        extra = tf.maximum(num_doc - max_doc, 0)
-        count = tf.where(num_doc > 0, 1 + (extra + step - 1) // step, 0)  # [batch]
-        window_splits = tf.concat([[0], tf.cumsum(count)], 0)
-        example = graph_words.row_ids(window_splits)                      # [N]
+        doc_first, doc_end = doc_splits[:-1], doc_splits[1:]
+        example, first, last = windows.windows(doc_first, doc_end, max_doc,
+                                               self.doc_stride)            # [N] global
         n = tf.size(example, out_type=tf.int64)
-        window_start = (tf.range(n) - tf.gather(window_splits, example)) * \
-            tf.gather(step, example)                                       # [N] pieces
-        window_length = tf.minimum(tf.gather(num_doc, example) - window_start,
-                                   tf.gather(max_doc, example))            # [N]
 
         col = tf.range(seq, dtype=tf.int64)[None, :]                       # [1, seq]
         q_len = tf.gather(query_length, example)[:, None]                  # [N, 1]
         doc_offset = q_len + 2                                             # [CLS] q [SEP]
-        length = window_length[:, None]
-        in_doc = (col >= doc_offset) & (col < doc_offset + length)         # [N, seq]
-        piece = tf.gather(doc_splits, example)[:, None] + window_start[:, None] + \
-            col - doc_offset                                               # [N, seq] global
-        piece = tf.where(in_doc, piece, 0)
+        in_doc = (col >= doc_offset) & (col < doc_offset + (last - first)[:, None])
+        piece = tf.where(in_doc, first[:, None] + col - doc_offset, 0)     # [N, seq] global
         # [CLS] question [SEP] window [SEP], packed by the packer every export runs (the
         # window fits: max_doc leaves the question its room).
-        window_pieces = tf.gather(pieces.flat_values, tf.ragged.range(
-            tf.gather(doc_splits, example) + window_start,
-            tf.gather(doc_splits, example) + window_start + window_length))
+        window_pieces = tf.gather(pieces.flat_values, tf.ragged.range(first, last))
         features = self.packer(tf.gather(query, example), window_pieces)
 
-        # Max context (postprocess.max_context_window), scores in float64 as
-        # numpy computes them; the first window wins ties.
-        score = tf.cast(tf.minimum(col - doc_offset, doc_offset + length - 1 - col),
-                        tf.float64) + 0.01 * tf.cast(length, tf.float64)
-        num_pieces = tf.size(pieces.flat_values, out_type=tf.int64)
-        segment = tf.where(in_doc, piece, num_pieces)                      # [N, seq]
-        best = tf.math.unsorted_segment_max(
-            tf.where(in_doc, score, -float("inf")), segment, num_pieces + 1)
-        window = tf.range(n)[:, None] + tf.zeros_like(col)
-        first = tf.math.unsorted_segment_min(
-            tf.where(in_doc & (score == tf.gather(best, segment)), window, n), segment,
-            num_pieces + 1)
-        max_context = in_doc & tf.equal(tf.gather(first, segment), window)
+        # Max context: each piece's window (the first on ties), placed at its column.
+        _, chosen = windows.max_context(example, first, last, doc_first, doc_end)
+        pairs = tf.ragged.range(first, last)
+        window = graph_words.row_ids(pairs.row_splits)                     # [pairs]
+        column = tf.gather(q_len[:, 0] + 2 - first, window) + pairs.flat_values
+        max_context = tf.scatter_nd(tf.stack([window, column], 1), chosen,
+                                    tf.stack([n, tf.constant(seq, tf.int64)]))
         return features, {"example": example, "in_doc": in_doc, "max_context": max_context,
                           "piece": piece, "piece_bytes": piece_bytes}
 
@@ -154,59 +129,28 @@ class SquadModule(ServingModule):
         batch = tf.shape(question, out_type=tf.int64)[0]
         example, in_doc = w["example"], w["in_doc"]
         k = min(self.n_best_size, self.packer.seq_length)
-        neg_inf = -float("inf")
 
-        # The k best starts (context pieces with max context) and ends (context pieces) of
-        # each window; top_k puts the lower index first on ties, like a stable sort.
-        start_ok = in_doc & w["max_context"]
-        start_value, start_index = tf.math.top_k(tf.where(start_ok, start_logits, neg_inf), k)
-        end_value, end_index = tf.math.top_k(tf.where(in_doc, end_logits, neg_inf), k)
-        start_ok = tf.gather(start_ok, start_index, batch_dims=1)          # [N, k]
-        end_ok = tf.gather(in_doc, end_index, batch_dims=1)
-        s, e = start_index[:, :, None], end_index[:, None, :]              # [N, k, 1], [N, 1, k]
-        pair_ok = start_ok[:, :, None] & end_ok[:, None, :] & (s <= e) & \
-            (e < s + self.max_answer_length)                               # [N, k, k]
-        pair_score = tf.cast(start_value, tf.float64)[:, :, None] + \
-            tf.cast(end_value, tf.float64)[:, None, :]
-        pair_score = tf.reshape(tf.where(pair_ok, pair_score, neg_inf), [-1, k * k])
-        pair_ok = tf.reshape(pair_ok, [-1, k * k])                         # [N, k * k]
-
-        # Best pair of each question: highest score, then the first in (window, start rank,
-        # end rank) order.
-        has_answer = tf.math.unsorted_segment_sum(
-            tf.reduce_sum(tf.cast(pair_ok, tf.int64), 1), example, batch) > 0   # [batch]
-        best = tf.math.unsorted_segment_max(tf.reduce_max(pair_score, 1), example, batch)
-        n = tf.shape(pair_score, out_type=tf.int64)[0]
-        pair_id = tf.range(n * k * k, dtype=tf.int64)
-        is_best = pair_ok & tf.equal(pair_score, tf.gather(best, example)[:, None])
-        chosen = tf.math.unsorted_segment_min(
-            tf.boolean_mask(pair_id, tf.reshape(is_best, [-1])),
-            tf.boolean_mask(tf.repeat(example, k * k), tf.reshape(is_best, [-1])), batch)
-        window = tf.where(has_answer, chosen // (k * k), 0)
-        rank = chosen % (k * k)
-        start = _gather_or(tf.reshape(start_index, [-1]), window * k + rank // k,
-                           has_answer, 0)
-        end = _gather_or(tf.reshape(end_index, [-1]), window * k + rank % k, has_answer, 0)
-        piece_of = lambda position: _gather_or(
+        # The answer: bert_tf/text/answers.py's decoding, the one evaluation runs.
+        found = answers.candidates(start_logits, end_logits, in_doc & w["max_context"],
+                                   in_doc, k, self.max_answer_length)
+        chosen = answers.best(found, example, batch)
+        has_answer, best, window = chosen["has_answer"], chosen["score"], chosen["window"]
+        start, end = chosen["start"], chosen["end"]
+        piece_of = lambda position: answers.gather_or(
             tf.reshape(w["piece"], [-1]), window * self.packer.seq_length +
             tf.cast(position, tf.int64), has_answer, 0)
-        start_byte = _gather_or(w["piece_bytes"][0], piece_of(start), has_answer, 0)
-        end_byte = _gather_or(w["piece_bytes"][1], piece_of(end), has_answer, 0)
+        start_byte = answers.gather_or(w["piece_bytes"][0], piece_of(start), has_answer, 0)
+        end_byte = answers.gather_or(w["piece_bytes"][1], piece_of(end), has_answer, 0)
         rows = tf.range(batch)
         answer = graph_words.substrings(context, rows, start_byte, end_byte)
         start_char = graph_words.byte_to_char(context, rows, start_byte)
         end_char = graph_words.byte_to_char(context, rows, end_byte)
-        score = tf.where(has_answer, best, neg_inf)
+        score = best                                                       # -inf: none
 
         outputs = {}
         impossible = ~has_answer
         if self.version_2_with_negative:
-            null = tf.cast(start_logits[:, 0], tf.float64) + \
-                tf.cast(end_logits[:, 0], tf.float64)                      # [N]
-            has_window = tf.math.unsorted_segment_sum(tf.ones_like(example), example,
-                                                      batch) > 0
-            null = tf.where(has_window,
-                            tf.math.unsorted_segment_min(null, example, batch), neg_inf)
+            null = answers.null_scores(start_logits, end_logits, example, batch)
             diff = tf.where(has_answer, null - best, float("inf"))
             impossible = diff > self.null_score_diff_threshold
             score = tf.where(impossible, null, score)

@@ -90,19 +90,23 @@ def predict_logits(model, features, batch_size, length_batching="off"):
 def postprocess(examples, contexts, features, start_logits, end_logits, n_best_size=20,
                 max_answer_length=30, version_2_with_negative=False,
                 null_score_diff_threshold=0.0):
-    """Every example's answer: {qas_id: decode_example(...) result}."""
-    windows = collections.defaultdict(list)
-    for i, e in enumerate(features["example_index"]):
-        windows[int(e)].append({"start_logits": start_logits[i], "end_logits": end_logits[i],
-                                "offsets": features["offsets"][i],
-                                "max_context": features["max_context"][i]})
+    """Every example's answer: {qas_id: example_result(...)}, decoded by the export's op
+    over all windows at once (postprocess.decode_windows)."""
+    example_index = np.asarray(features["example_index"], np.int64)
+    decoded = squad_postprocess.decode_windows(
+        start_logits, end_logits, features["offsets"], features["max_context"],
+        example_index, len(examples), n_best_size, max_answer_length)
+    rows = collections.defaultdict(list)
+    for i, e in enumerate(example_index.tolist()):
+        rows[e].append(i)
     results = {}
     for e, example in enumerate(examples):
-        if e not in windows:
+        if e not in rows:
             continue
-        results[example.qas_id] = squad_postprocess.decode_example(
-            contexts[example.context_index], windows[e], n_best_size, max_answer_length,
-            version_2_with_negative, null_score_diff_threshold)
+        results[example.qas_id] = squad_postprocess.example_result(
+            contexts[example.context_index], decoded, e, rows[e], features["offsets"],
+            start_logits, end_logits, n_best_size, version_2_with_negative,
+            null_score_diff_threshold)
     return results
 
 

@@ -470,7 +470,7 @@ def test_windows_follow_the_windows_rule(tokenizer):
     at most max_windows of them; window 1 is __call__'s cut; windowed() pads the rest of
     a row with windows of padding_mask 0."""
     import tensorflow as tf
-    from bert_tf.text.windows import windows
+    from tests.span_oracles import windows
     seq = 12
     pre = BertPreprocessor(tokenizer, seq)
     pieces = tokenizer.encode(LONG_TEXTS)

@@ -13,6 +13,7 @@ from tasks import ner as ner_command
 from tasks.families.ner import task as ner
 from tests import ROOT
 from tests.ner_data import HELD_OUT_ENTITIES, TRAIN_ENTITIES, make_conll
+from tests.span_oracles import max_context, windows
 
 # ----------------------------------------------------------------------------- data
 
@@ -163,22 +164,22 @@ def test_windows_overlap_by_the_stride_and_each_unit_is_read_where_it_has_most_c
     unit read from the window where the least of its left and right context is largest
     (google's SQuAD rule), pinned; SQuAD's doc_spans and max_context_window are the
     same windows over units of one piece."""
-    from tasks.families.squad.postprocess import doc_spans, max_context_window
+    from tests.span_oracles import doc_spans, max_context_window
     lengths = [1, 2, 1, 1, 3, 1, 1, 2, 1, 1]                     # 14 pieces
-    assert ner.windows(lengths, 6) == [(0, 4), (4, 7), (7, 10)]  # the parts of before
-    assert ner.windows(lengths, 6, 99) == ner.windows(lengths, 6)
-    spans = ner.windows(lengths, 6, 3)
+    assert windows(lengths, 6) == [(0, 4), (4, 7), (7, 10)]  # the parts of before
+    assert windows(lengths, 6, 99) == windows(lengths, 6)
+    spans = windows(lengths, 6, 3)
     assert spans == [(0, 4), (2, 6), (5, 10)]      # starts at pieces 0, 3 and 8
     # unit 2 (piece 3): 1 piece of context in window 0, none in 1; unit 5 (piece 8): a
     # tie (0 and 0, windows of 6 pieces), the earlier window.
-    assert ner.max_context(lengths, spans).tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 2]
-    assert ner.windows([4], 6, 3) == [(0, 1)]
-    assert ner.windows([6, 6], 6, 1) == [(0, 1), (1, 2)]
+    assert max_context(lengths, spans).tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 2]
+    assert windows([4], 6, 3) == [(0, 1)]
+    assert windows([6, 6], 6, 1) == [(0, 1), (1, 2)]
     rng = np.random.default_rng(0)
     for _ in range(300):
         lengths = rng.integers(1, 5, rng.integers(1, 40)).tolist()
         room, stride = int(rng.integers(4, 12)), int(rng.integers(1, 14))
-        spans = ner.windows(lengths, room, stride)
+        spans = windows(lengths, room, stride)
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         assert spans[0][0] == 0 and spans[-1][1] == len(lengths)
         for (a, b), (c, d) in zip(spans, spans[1:]):
@@ -188,21 +189,22 @@ def test_windows_overlap_by_the_stride_and_each_unit_is_read_where_it_has_most_c
             assert offsets[b] - offsets[a] <= room or b == a + 1
             if b < len(lengths):                                 # full: the next unit won't fit
                 assert offsets[b + 1] - offsets[a] > room
-        best = ner.max_context(lengths, spans)
+        best = max_context(lengths, spans)
         assert all(spans[w][0] <= u < spans[w][1] for u, w in enumerate(best))
         pieces = int(offsets[-1])
         squad = doc_spans(pieces, room, stride)
-        assert squad == [(a, b - a) for a, b in ner.windows([1] * pieces, room, stride)]
+        assert squad == [(a, b - a) for a, b in windows([1] * pieces, room, stride)]
         assert max_context_window(squad, pieces).tolist() == \
-            ner.max_context([1] * pieces, ner.windows([1] * pieces, room, stride)).tolist()
+            max_context([1] * pieces, windows([1] * pieces, room, stride)).tolist()
 
 
 def test_graph_windows_and_max_context_equal_pythons():
-    """NerModule's windows and max-context choice (serving.py, in the graph) against
-    bert_tf/text/windows.py's, on many texts of random word lengths at once."""
+    """bert_tf/text/windows.py's ops (the signature's and training's windows and
+    max-context choice) against the plain-Python oracle (tests/span_oracles.py), on many
+    texts of random word lengths at once."""
     import tensorflow as tf
 
-    from tasks.families.ner.serving import NerModule
+    from bert_tf.text import windows as graph
     rng = np.random.default_rng(1)
     for room, stride in ((6, 3), (6, 6), (10, 1), (9, 4), (12, 7)):
         texts = [rng.integers(1, 5, rng.integers(0, 30)).tolist() for _ in range(12)]
@@ -210,13 +212,15 @@ def test_graph_windows_and_max_context_equal_pythons():
         piece_splits = tf.constant(np.concatenate([[0], np.cumsum(lengths)]), tf.int64)
         word_splits = tf.constant(np.concatenate([[0], np.cumsum([len(t) for t in texts])]),
                                   tf.int64)
-        firsts, ends = NerModule._windows(piece_splits, word_splits, room, stride)
-        chosen = NerModule._max_context(piece_splits, firsts, ends, len(lengths))
+        row, firsts, ends = graph.windows(word_splits[:-1], word_splits[1:], room, stride,
+                                          piece_splits)
+        chosen, _ = graph.max_context(row, firsts, ends, word_splits[:-1], word_splits[1:],
+                                      piece_splits)
         want_spans, want_best, base = [], [], 0
         for text in texts:
             if text:
-                spans = ner.windows(text, room, stride)
-                want_best += [len(want_spans) + w for w in ner.max_context(text, spans).tolist()]
+                spans = windows(text, room, stride)
+                want_best += [len(want_spans) + w for w in max_context(text, spans).tolist()]
                 want_spans += [(base + a, base + b) for a, b in spans]
             base += len(text)
         assert list(zip(firsts.numpy().tolist(), ends.numpy().tolist())) == want_spans
@@ -237,7 +241,7 @@ def test_long_sentences_overlap_and_every_unit_is_read_once(tmp_path, tokenizer)
     assert report["sentence_split"] == 1 and len(f["token_ids"]) > len(plain["token_ids"])
     seen = sorted(w for r in range(len(f["token_ids"])) for w in f["word_index"][r] if w >= 0)
     assert seen == list(range(40))
-    spans = ner.windows([len(p) for p in pieces], 10, 5)
+    spans = windows([len(p) for p in pieces], 10, 5)
     assert len(spans) == len(f["token_ids"])
     assert (f["label_ids"] != ner.IGNORE).sum() == sum(b - a for a, b in spans) > 40
     logits = np.zeros(f["token_ids"].shape + (2,))
@@ -490,7 +494,7 @@ def test_a_file_written_one_character_a_line_reads_as_its_text(tmp_path, tokeniz
     into the words the export cuts raw text into ("Google", not "G" "o" ...), with the
     segmented file's units and unit tags; tags read back onto every line. Every other
     file is joined with spaces. Units that join two entities are counted."""
-    from bert_tf.text import words
+    from bert_tf.text import graph_words
     from tests.chinese_data import ZH_TRAIN_ENTITIES, write_zh_conll, zh_sentences
     sentences = zh_sentences(40, ZH_TRAIN_ENTITIES, 1)
     msra = ner.read_conll(write_zh_conll(tmp_path / "msra.txt", sentences, characters=True))
@@ -501,7 +505,8 @@ def test_a_file_written_one_character_a_line_reads_as_its_text(tmp_path, tokeniz
     assert any("G" in s.words for s in msra.sentences)           # "Google", a letter a line
     for (text, _), chars, segs in zip(sentences, msra.sentences, segmented.sentences):
         assert chars.text == "".join(text.split())
-        assert chars.units == words.words(chars.text)
+        assert chars.units == [chars.text[a:b]
+                               for a, b in graph_words.word_spans([chars.text])[0]]
         if " " not in text:                                       # no two-word name
             assert (chars.units, chars.unit_tags) == (segs.units, segs.unit_tags)
         assert chars.word_tags(chars.unit_tags) == chars.tags

