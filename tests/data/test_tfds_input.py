@@ -19,6 +19,10 @@ DOCUMENTS = []      # what the builder below serves (set before it is prepared)
 class DocstringDocuments(tfds.core.GeneratorBasedBuilder):
     """Standard-library docstrings, one document per example (a title and its text)."""
     VERSION = tfds.core.Version("1.0.0")
+    # Generated here, with no download: no checksums file to look for beside its code
+    # (tfds would find this module's folder through importlib_resources, which tfds
+    # itself does not install).
+    code_path = None
 
     def _info(self):
         return tfds.core.DatasetInfo(builder=self, features=tfds.features.FeaturesDict(
