@@ -20,7 +20,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tests import fuzz_inputs  # noqa: E402
-from tests.testing import command_main  # noqa: E402
+from tests import command_main  # noqa: E402
 
 
 def listing(root):

@@ -13,7 +13,7 @@ import socket
 import numpy as np
 import keras
 
-from tests import TESTS
+from tests import TESTS, command_main
 
 
 class LazyModule:
@@ -159,15 +159,6 @@ def tree_hash(root):
     return found
 
 
-def command_main(module):
-    """The `main` that `python -m module` runs: the module's, or its package's __main__'s."""
-    import importlib
-    found = importlib.import_module(module)
-    if hasattr(found, "__path__"):
-        found = importlib.import_module(module + ".__main__")
-    return found.main
-
-
 def run_command(module, argv, capsys):
     """(exit status, stderr lines) of `python -m module argv`, in this process."""
     main = command_main(module)
@@ -204,11 +195,9 @@ def refused(main, argv, capsys, expect, *trees):
 # Run by `refusals_before_tensorflow` in a new process: each argv through the command's
 # main, its exit status and stderr, and whether TensorFlow was imported by then.
 _REFUSALS_CHILD = """
-import contextlib, importlib, io, json, sys
-main = importlib.import_module(sys.argv[1])
-if hasattr(main, "__path__"):
-    main = importlib.import_module(sys.argv[1] + ".__main__")
-main = main.main
+import contextlib, io, json, sys
+from tests import command_main
+main = command_main(sys.argv[1])
 results = []
 for argv in json.loads(sys.argv[2]):
     err = io.StringIO()

@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-from tests.testing import command_main
+from tests import command_main
 
 FLAGS = {
     "bert_tf.build_vocab": """

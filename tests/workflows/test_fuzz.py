@@ -15,7 +15,8 @@ import os
 import pytest
 
 from tests import fuzz_inputs
-from tests.testing import command_main, tree_hash
+from tests import command_main
+from tests.testing import tree_hash
 
 ROWS = {}
 
