@@ -369,7 +369,9 @@ def test_extracted_features_train_as_the_encoders_own(tmp_path, minilm_dir, caps
      "--feature_lstm_units needs --feature_head=bilstm"),
     (["--feature_based", "--feature_head=bilstm", "--feature_lstm_units=0"],
      "--feature_lstm_units must be a positive number, got 0"),
-])
+], ids=["unknown_layers", "unknown_head", "layers_without_feature_based",
+        "extracted_without_feature_based", "extracted_without_cache",
+        "lstm_units_without_bilstm", "lstm_units_zero"])   # (pytest 9.2 cuts long ids)
 def test_bad_feature_flags_exit_with_one_line(tmp_path, capsys, flags, message):
     with pytest.raises(SystemExit) as exit_info:
         ner_command.main(["--output_dir", str(tmp_path / "out"), "--do_train", "--train_file",
