@@ -151,53 +151,50 @@ def _byte_to_char(word):
 
 
 def tokenize_words(tokenizer, words, chunk=8192):
-    """Tokenizes each word alone. Returns (ids, char_starts, char_ends), lists of int32
-    arrays, one per word; offsets are characters into the word."""
+    """Tokenizes each word alone, `chunk` words a call. Returns (ids, starts, ends,
+    lengths): the pieces of every word, in order, as flat int32 arrays [P] (ids, and
+    character offsets into the piece's own word), and each word's piece count [W]."""
     import tensorflow as tf
-    out_ids, out_starts, out_ends = [], [], []
+    ids_parts, starts_parts, ends_parts, lengths = [], [], [], []
     for i in range(0, len(words), chunk):
         batch = words[i:i + chunk]
-        ids, starts, ends = tokenizer.tokenize_with_offsets(
-            tf.constant([w.encode("utf-8") for w in batch], tf.string))
+        encoded = [w.encode("utf-8") for w in batch]
+        ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(encoded, tf.string))
         splits = ids.row_splits.numpy()
-        flat_ids = ids.flat_values.numpy()
         flat_starts, flat_ends = starts.flat_values.numpy(), ends.flat_values.numpy()
-        for j, word in enumerate(batch):
+        # The offsets are bytes; a word with characters of several bytes maps them back.
+        for j in (j for j, (w, b) in enumerate(zip(batch, encoded)) if len(b) != len(w)):
             lo, hi = splits[j], splits[j + 1]
-            s, e = flat_starts[lo:hi], flat_ends[lo:hi]
-            if len(word.encode("utf-8")) != len(word):      # non-ASCII: bytes -> chars
-                to_char = _byte_to_char(word)
-                s, e = to_char[s], to_char[e]
-            out_ids.append(flat_ids[lo:hi].astype(np.int32))
-            out_starts.append(np.asarray(s, np.int32))
-            out_ends.append(np.asarray(e, np.int32))
-    return out_ids, out_starts, out_ends
+            to_char = _byte_to_char(batch[j])
+            flat_starts[lo:hi], flat_ends[lo:hi] = (to_char[flat_starts[lo:hi]],
+                                                    to_char[flat_ends[lo:hi]])
+        ids_parts.append(ids.flat_values.numpy().astype(np.int32))
+        starts_parts.append(flat_starts.astype(np.int32))
+        ends_parts.append(flat_ends.astype(np.int32))
+        lengths.append(np.diff(splits))
+    if not ids_parts:
+        return (np.zeros([0], np.int32),) * 3 + (np.zeros([0], np.int64),)
+    return (np.concatenate(ids_parts), np.concatenate(starts_parts),
+            np.concatenate(ends_parts), np.concatenate(lengths))
 
 
 def tokenize_contexts(tokenizer, contexts):
     """Each context -> DocPieces (every word tokenized alone, as run_squad does)."""
     from bert_tf.text import graph_words
-    words, owner, bases = [], [], []
+    words, bases, counts = [], [], []
     # run_squad's whitespace split, by the signature's op (bert_tf/text/graph_words.py).
-    for c, (context, spans) in enumerate(zip(
-            contexts, graph_words.word_spans(contexts, SQUAD_WHITESPACE))):
+    for context, spans in zip(contexts, graph_words.word_spans(contexts, SQUAD_WHITESPACE)):
+        counts.append(len(spans))
         for start, end in spans:
             words.append(context[start:end])
-            owner.append(c)
             bases.append(start)
-    ids, starts, ends = tokenize_words(tokenizer, words)
-    per_context = [([], []) for _ in contexts]
-    for w, c in enumerate(owner):
-        per_context[c][0].append(ids[w])
-        per_context[c][1].append(np.stack([starts[w], ends[w]], axis=1) + bases[w])
-    out = []
-    for piece_ids, offsets in per_context:
-        out.append(DocPieces(
-            np.concatenate(piece_ids).astype(np.int32) if piece_ids else
-            np.zeros([0], np.int32),
-            np.concatenate(offsets).astype(np.int32) if offsets else
-            np.zeros([0, 2], np.int32)))
-    return out
+    ids, starts, ends, lengths = tokenize_words(tokenizer, words)
+    # Each piece's offsets into its context: its word's start added.
+    base = np.repeat(np.asarray(bases, np.int64), lengths)
+    offsets = np.stack([starts + base, ends + base], axis=1).astype(np.int32)
+    word_ends = np.concatenate([[0], np.cumsum(lengths)])
+    bounds = word_ends[np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)]
+    return [DocPieces(ids[a:b], offsets[a:b]) for a, b in zip(bounds, bounds[1:])]
 
 
 def answer_piece_span(offsets, start_char, end_char):
