@@ -364,6 +364,11 @@ def fit(model, train_ds_fn, eval_ds, config, num_train_steps, monitor, mode="max
     callbacks, best = checkpoint_callbacks(config, saved, eval_ds is not None and monitor,
                                            monitor, mode)
     first_ds = train_ds_fn()
+    if eval_ds is not None:
+        # The dev set's batches are built in the first validation and read from memory
+        # in every later one (google's run_classifier writes its eval features once): a
+        # validation no longer tokenizes again, nor starts the tokenizer's functions.
+        eval_ds = eval_ds.cache()
     with fit_reads_only_its_data(model, first_ds.element_spec):
         state = ResumeState(config.output_dir, model, saved,
                             resume_settings(config, steps_per_epoch, epochs, data,

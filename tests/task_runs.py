@@ -6,6 +6,7 @@ session).
 The task directories are made here: tiny random encoders (L=2, H=32) with a small vocab,
 saved the way a fine-tuning run leaves them (bert_tf/models/run_dir.py)."""
 
+import contextlib
 import functools
 import os
 
@@ -79,11 +80,46 @@ def task_model(task, run):
     return load_task_model(task, run)
 
 
-@functools.lru_cache(maxsize=None)
-def loaded_export(path):
-    """The SavedModel at `path`, loaded once per test session: a load costs seconds and
-    most exports are checked by five tests, which only call its signatures."""
-    return tf.saved_model.load(path)
+_LOADED = {}
+_LOAD = tf.saved_model.load
+
+
+def _files(folder):
+    """(relative path, size, modification time in ns) of every file under `folder`."""
+    found = []
+    for d, _, names in os.walk(folder):
+        for name in names:
+            stat = os.stat(os.path.join(d, name))
+            found.append((os.path.relpath(os.path.join(d, name), folder), stat.st_size,
+                          stat.st_mtime_ns))
+    return tuple(sorted(found))
+
+
+def loaded_export(path, *args, **kwargs):
+    """The SavedModel at `path`, loaded once per test session while its files stay as
+    they were (the same sizes and modification times under its real path): a load costs
+    seconds and most exports are checked by several tests, which only call its
+    signatures. A load with options is TensorFlow's own."""
+    if args or kwargs or "://" in str(path) or not os.path.isdir(path):
+        return _LOAD(path, *args, **kwargs)
+    real = os.path.realpath(path)
+    key = (real, _files(real))
+    if key not in _LOADED:
+        _LOADED[key] = _LOAD(path)
+    return _LOADED[key]
+
+
+@contextlib.contextmanager
+def shared_loads():
+    """Within: every tf.saved_model.load is loaded_export, so the commands a test runs in
+    its own process (export.batch_predict) deserialize an unchanged export once per
+    session. Their checks before the load (bert_tf/checkpoints/bundle.py) still run; an
+    export changed on disk is loaded again."""
+    tf.saved_model.load = loaded_export
+    try:
+        yield
+    finally:
+        tf.saved_model.load = _LOAD
 
 
 def traced(module):

@@ -76,7 +76,10 @@ def classifier(tmp_path_factory):
         "max_seq_length": 16, "do_lower_case": True}, config, vocab)
     models = str(root / "models" / "clf")
     export(build_module("classification", run, None, True), models)
-    return models
+    # The module's batch_predict runs deserialize the unchanged export once.
+    from tests.task_runs import shared_loads
+    with shared_loads():
+        yield models
 
 
 @pytest.fixture

@@ -28,7 +28,16 @@ from tests import ROOT, TESTS
 from tests.task_runs import (CONTEXTS, CONTEXTS_SQ, ENDINGS, HOSTILE, HOSTILE_BYTES,
                              NER_TEXTS, QUESTIONS, TEXTS_A, TEXTS_B, VOCAB,
                              assert_same_answers, entity_rows, loaded_export, make_run_dir,
-                             python_classify, python_entities, python_squad, python_swag)
+                             python_classify, python_entities, python_squad, python_swag,
+                             shared_loads)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_load_per_export():
+    """The batch_predict runs of this module, in its process, deserialize each unchanged
+    export once (tests/task_runs.py's shared_loads)."""
+    with shared_loads():
+        yield
 
 
 # Runs the text signature of several SavedModels in a process that imports only
