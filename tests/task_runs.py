@@ -17,7 +17,6 @@ import tensorflow as tf
 from bert_tf.models.task_models import BertClassifier
 from bert_tf.text.preprocessor import BertPreprocessor
 from export.saved_model import load_task_model
-from tests.testing import tree_hash
 
 
 SEQ = 24
@@ -85,15 +84,26 @@ _LOADED = {}
 _LOAD = tf.saved_model.load
 
 
+def _files(folder):
+    """(relative path, size, modification time in ns) of every file under `folder`."""
+    found = []
+    for d, _, names in os.walk(folder):
+        for name in names:
+            stat = os.stat(os.path.join(d, name))
+            found.append((os.path.relpath(os.path.join(d, name), folder), stat.st_size,
+                          stat.st_mtime_ns))
+    return tuple(sorted(found))
+
+
 def loaded_export(path, *args, **kwargs):
     """The SavedModel at `path`, loaded once per test session while its files stay as
-    they were (testing.tree_hash of its real path): a load costs
+    they were (the same sizes and modification times under its real path): a load costs
     seconds and most exports are checked by several tests, which only call its
     signatures. A load with options is TensorFlow's own."""
     if args or kwargs or "://" in str(path) or not os.path.isdir(path):
         return _LOAD(path, *args, **kwargs)
     real = os.path.realpath(path)
-    key = (real, tuple(sorted(tree_hash(real).items())))
+    key = (real, _files(real))
     if key not in _LOADED:
         _LOADED[key] = _LOAD(path)
     return _LOADED[key]
