@@ -1,6 +1,7 @@
 """SQuAD featurizing speed: the span pipeline's graph ops (words, windows, max context and
-packing on the text floor: bert_tf/text/graph_words.py, windows.py, packing.py) against
-the Python path they replaced, on a SQuAD-sized file, both in one run.
+packing on the text floor: bert_tf/text/graph_words.py, windows.py, packing.py; run in
+tf.data by batching.map_chunks) against the Python path they replaced, on a SQuAD-sized
+file, both in one run.
 
     python bench/span_features.py                    # writes "SQuAD features" of docs/benchmarks.md
     python bench/span_features.py --questions 2000 --no_write

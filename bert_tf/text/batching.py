@@ -183,6 +183,26 @@ def finish(dataset, buffer=2):
     return dataset.prefetch(buffer).with_options(options)
 
 
+def map_chunks(fn, elements, chunk):
+    """Feature building in tf.data: `elements` (what `from_tensor_slices` takes: arrays,
+    string tensors, RaggedTensors, a dict or tuple of them) cut into batches of `chunk`
+    rows, `fn` (TensorFlow ops) run on each, several batches at once (tf.data's parallel
+    map, AUTOTUNE'd to the CPU's cores), outputs yielded in the input order as eager
+    tensors. At most a few batches' outputs are in memory at a time (NER's and SQuAD's
+    training features: their files' texts to windows). Elements of one batch or less
+    run `fn` eagerly instead: tracing it for tf.data costs more than a small batch (a
+    few raw texts) takes."""
+    if tf.nest.flatten(elements)[0].shape[0] <= chunk:
+        as_tensor = lambda x: x if isinstance(x, tf.RaggedTensor) else tf.convert_to_tensor(x)
+        yield fn(tf.nest.map_structure(as_tensor, elements))
+        return
+    dataset = tf.data.Dataset.from_tensor_slices(elements).batch(chunk)
+    # Plain ops: AutoGraph's rewrite of the functions it calls costs seconds to trace.
+    fn = tf.autograph.experimental.do_not_convert(fn)
+    yield from dataset.map(fn, num_parallel_calls=tf.data.AUTOTUNE,
+                           deterministic=True).prefetch(1)
+
+
 def pad_to_width(x, width, axis, value=0):
     """Pads axis `axis` of x with `value` up to `width` (the inverse of trim_to_longest)."""
     paddings = [[0, 0]] * len(x.shape)

@@ -58,6 +58,24 @@ def split_words(texts, whitespace, single_ranges=(), with_words=True):
     return words, ragged(begin), ragged(end)
 
 
+def word_pieces(tokenizer, texts, whitespace):
+    """texts: tf.string [batch] -> (pieces int RaggedTensor [batch, (pieces)], begin, end
+    int64 RaggedTensors of the same shape: each piece's byte offsets into its text): the
+    words between `whitespace` characters (`split_words`), each tokenized alone (exact
+    for google's tokenizer: run_squad's contexts), their pieces in text order. The one
+    definition of SQuAD's context pieces, for its features and its signature."""
+    words, word_begin, _ = split_words(texts, whitespace)
+    words = words.with_row_splits_dtype(tf.int64)
+    pieces, piece_begin, piece_end = tokenizer.tokenize_with_offsets(words.flat_values)
+    pieces = pieces.with_row_splits_dtype(tf.int64)                        # [W, (pieces)]
+    base = tf.gather(word_begin.flat_values, row_ids(pieces.row_splits))   # [P]
+    text_splits = tf.gather(pieces.row_splits, words.row_splits)           # [batch + 1]
+    ragged = lambda values: tf.RaggedTensor.from_row_splits(values, text_splits,
+                                                            validate=False)
+    return (ragged(pieces.flat_values), ragged(base + piece_begin.flat_values),
+            ragged(base + piece_end.flat_values))
+
+
 def row_ids(row_splits):
     """Row of each value of a ragged tensor with these row splits ([n] int64). (O(n log
     rows); RaggedTensor.value_rowids builds a [rows, longest row] mask.)"""

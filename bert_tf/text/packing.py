@@ -17,8 +17,8 @@ The three outputs are named as everywhere in the project (`bert_tf.base.input_na
 `token_ids`, `segment_ids`, `padding_mask` (int32, 1 for real tokens).
 
 `BertPacker` packs in the graph (fine-tuning's tf.data pipelines, every export) and,
-through `pack_rows` / `pack_row`, the rows built in Python (NER's and SQuAD's windows,
-extract_features, the quickstart): the one packer of the project. (bert_tf/data/
+through `pack_rows` / `pack_row`, the rows built in Python (extract_features', the
+quickstart's): the one packer of the project. (bert_tf/data/
 masking.py lays out pretraining's instances without it: the data command must not import
 TensorFlow.)
 """
@@ -164,8 +164,8 @@ class BertPacker(tf.Module):
 def pack_rows(ids_a, ids_b=None, seq_length=None, cls_id=None, sep_id=None, pad_id=0,
               chunk=4096):
     """Rows of ids that fit, packed eagerly by `BertPacker`, `chunk` rows a call (memory
-    stays the outputs' own), for the features built in Python: NER's and SQuAD's
-    windows, extract_features' and the quickstart's rows. ids_a (and ids_b), lists of id
+    stays the outputs' own), for the rows built in Python: extract_features' and the
+    quickstart's. ids_a (and ids_b), lists of id
     sequences -> {token_ids, segment_ids, padding_mask}: numpy int32 [rows, seq_length]
     (None: the longest row). ValueError when a row is longer than seq_length (the packer
     would cut it)."""

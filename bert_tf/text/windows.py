@@ -11,8 +11,12 @@ classification's tf.data), the exported signatures and extract_features run.
 * `max_context`: a unit in several windows is read from the one where the least of the
   pieces before and after its first piece, plus a hundredth of the window's pieces, is
   largest (`_check_is_max_context`), the earlier window on a tie.
+* `pair_windows` (SQuAD: [CLS] question [SEP] window [SEP]) and `unit_windows` (NER:
+  [CLS] window of whole words [SEP]): the two layouts built on them and packed by
+  `BertPacker`, each run by its family's training features (in tf.data,
+  batching.map_chunks) and by its signature.
 
-The module itself is TF-free (TensorFlow is imported by the two ops when they run), so
+The module itself is TF-free (TensorFlow is imported by the ops when they run), so
 that the commands' flags name the poolings and check `--doc_stride` before TensorFlow
 loads. tests/span_oracles.py keeps the rule in plain Python, as the tests' oracle.
 """
@@ -144,37 +148,86 @@ def max_context(row, first, end, row_first, row_end, piece_splits=None):
     return best, tf.equal(tf.gather(best, key), window)
 
 
-def row_windows(units, room, stride=None, unit_pieces=None, empty_window=False,
-                chunk=4096):
-    """`windows` and `max_context` run eagerly, `chunk` rows a call, for the feature
-    builders of training (NER's sentences, SQuAD's questions), as Python lists.
+def pair_windows(packer, first_segment, pieces, stride):
+    """[CLS] A [SEP] window [SEP] rows over pieces longer than the model: SQuAD's question
+    and its context's windows, the one definition for its features and its signature.
 
-    units: int [rows], each row's units; unit_pieces: int [sum of units], each unit's
-    pieces (None: one each); room: int or int [rows]; stride, empty_window: `windows`'.
-    Returns per row (spans, best, chosen): spans, a list of (first, end) unit indexes in
-    the row; best, int64 [its units]: each unit's window (an index into spans); chosen,
-    per window bool [its units]: the units whose max context is there."""
-    import numpy as np
-    units = np.asarray(units, np.int64)
-    room = np.broadcast_to(np.asarray(room, np.int64), units.shape)
-    unit_splits = np.concatenate([[0], np.cumsum(units)]).astype(np.int64)
-    out = []
-    for lo in range(0, len(units), chunk):
-        hi = min(lo + chunk, len(units))
-        base = unit_splits[lo]
-        row_first, row_end = unit_splits[lo:hi] - base, unit_splits[lo + 1:hi + 1] - base
-        piece_splits = None if unit_pieces is None else np.concatenate(
-            [[0], np.cumsum(unit_pieces[base:unit_splits[hi]])]).astype(np.int64)
-        row, first, end = windows(row_first, row_end, room[lo:hi], stride, piece_splits,
-                                  empty_window=empty_window)
-        best, chosen = max_context(row, first, end, row_first, row_end, piece_splits)
-        row, first, end, best, chosen = (x.numpy() for x in (row, first, end, best, chosen))
-        window_splits = np.searchsorted(row, np.arange(hi - lo + 1)).tolist()
-        pair_splits = np.concatenate([[0], np.cumsum(end - first)]).tolist()
-        spans = list(zip((first - row_first[row]).tolist(), (end - row_first[row]).tolist()))
-        unit_splits_here = np.concatenate([row_first, row_end[-1:]]).tolist()
-        for r in range(hi - lo):
-            a, b = window_splits[r], window_splits[r + 1]
-            out.append((spans[a:b], best[unit_splits_here[r]:unit_splits_here[r + 1]] - a,
-                        [chosen[pair_splits[w]:pair_splits[w + 1]] for w in range(a, b)]))
-    return out
+    packer: a bert_tf.text.packing.BertPacker; first_segment: int RaggedTensor [batch,
+    (a)], A (already cut: a question at max_query_length); pieces: int RaggedTensor
+    [batch, (p)], each row's pieces (units of one piece). Each row's windows are
+    `windows` of packer.seq_length - len(A) - 3 pieces, `stride` apart (a row without
+    pieces has none), and each piece is read where `max_context` says.
+
+    Returns (features, layout): features, the packer's dict of int32 [N, seq]; layout:
+    "example" int64 [N] (each window's row), "in_doc" bool [N, seq] (the columns
+    holding window pieces), "piece" int64 [N, seq] (the index in pieces.flat_values of
+    the piece at each column, 0 elsewhere), "max_context" bool [N, seq] (the pieces read
+    in this window)."""
+    import tensorflow as tf
+
+    from bert_tf.text.graph_words import row_ids
+    seq = packer.seq_length
+    first_segment = first_segment.with_row_splits_dtype(tf.int64)
+    pieces = pieces.with_row_splits_dtype(tf.int64)
+    a_length = first_segment.row_lengths()                               # [batch]
+    row_first, row_end = pieces.row_splits[:-1], pieces.row_splits[1:]
+    example, first, last = windows(row_first, row_end, seq - a_length - 3, stride)
+    n = tf.size(example, out_type=tf.int64)
+
+    col = tf.range(seq, dtype=tf.int64)[None, :]                         # [1, seq]
+    doc_offset = tf.gather(a_length, example)[:, None] + 2               # [CLS] A [SEP]
+    in_doc = (col >= doc_offset) & (col < doc_offset + (last - first)[:, None])
+    piece = tf.where(in_doc, first[:, None] + col - doc_offset, 0)       # [N, seq]
+    spans = tf.ragged.range(first, last)                                 # [N, (pieces)]
+    # The window fits: its room leaves A its place.
+    features = packer(tf.gather(first_segment, example),
+                      tf.gather(pieces.flat_values, spans))
+    # Each piece's window (the first on ties), placed at its column.
+    _, chosen = max_context(example, first, last, row_first, row_end)
+    window = row_ids(spans.row_splits)                                   # [pairs]
+    column = tf.gather(doc_offset[:, 0] - first, window) + spans.flat_values
+    read_here = tf.scatter_nd(tf.stack([window, column], 1), chosen,
+                              tf.stack([n, tf.constant(seq, tf.int64)]))
+    return features, {"example": example, "in_doc": in_doc, "piece": piece,
+                      "max_context": read_here}
+
+
+def unit_windows(packer, unit_pieces, stride, unk_id, empty_window=False):
+    """[CLS] window [SEP] rows of whole units (NER's words) over rows longer than the
+    model, the one definition for NER's features and its signature.
+
+    packer: a bert_tf.text.packing.BertPacker; unit_pieces: int RaggedTensor [rows,
+    (units), (pieces)], each unit's pieces (a unit of none becomes one `unk_id`, one of
+    more than a window holds is cut to packer.seq_length - 2). Each row's windows are
+    `windows` of whole units, `stride` pieces apart (a row of no units: one empty
+    window with empty_window, as training labels an empty sentence; else none), and
+    each unit is read where `max_context` says.
+
+    Returns (features, layout): features, the packer's dict of int32 [N, seq]; layout:
+    "row", "first", "end" int64 [N] (each window's row and its units, global indexes,
+    end exclusive), "piece_splits" int64 [units + 1] (where each unit's pieces start),
+    "part" int64 [units] (the window each unit is read from), "position" int64 [units]
+    (its first piece's column there)."""
+    import tensorflow as tf
+
+    room = packer.seq_length - 2
+    unit_pieces = unit_pieces.with_row_splits_dtype(tf.int64)
+    row_splits, pieces = unit_pieces.row_splits, unit_pieces.values       # [units, (p)]
+    empty = tf.equal(pieces.row_lengths(), 0)
+    unk = tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.reduce_sum(tf.cast(empty, tf.int32))], tf.cast(unk_id, pieces.dtype)),
+        tf.cast(empty, tf.int64), validate=False)
+    pieces = tf.concat([pieces, unk], axis=1)[:, :room]
+    piece_splits = pieces.row_splits                                       # [units + 1]
+    row_first, row_end = row_splits[:-1], row_splits[1:]
+    row, first, end = windows(row_first, row_end, room, stride, piece_splits,
+                              empty_window=empty_window)
+    window_pieces = tf.ragged.range(tf.gather(piece_splits, first),
+                                    tf.gather(piece_splits, end))          # [N, (pieces)]
+    features = packer(tf.gather(pieces.flat_values, window_pieces))
+    part, _ = max_context(row, first, end, row_first, row_end, piece_splits)
+    units = tf.range(tf.size(piece_splits, out_type=tf.int64) - 1)
+    position = 1 + tf.gather(piece_splits, units) - \
+        tf.gather(piece_splits, tf.gather(first, part))
+    return features, {"row": row, "first": first, "end": end,
+                      "piece_splits": piece_splits, "part": part, "position": position}

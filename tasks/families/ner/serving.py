@@ -1,5 +1,6 @@
-"""NerModule: NER's export, raw text -> named entities, computed in the graph the way
-task.py does in Python (split_words, create_features, word_tags, entities):
+"""NerModule: NER's export, raw text -> named entities, computed in the graph with the
+ops task.py's training features run (bert_tf/text/windows.py's `unit_windows`) and the
+rules of its word_tags and entities:
 
 1. words as google's BasicTokenizer cuts them (bert_tf.text.words: whitespace, and every
    punctuation character and CJK ideograph a word of its own), with their offsets;
@@ -115,39 +116,21 @@ class NerModule(ServingModule):
         part_first, part_end int64 [P] (each window's words, global, end exclusive), part
         int64 [W] (the window each word is read from), position int64 [W] (its first
         piece's column there)}."""
-        room = self.packer.seq_length - 2
         text_words, begin, end = graph_words.split_words(text, self.separators,
                                                           self.single_ranges)
         text_words = text_words.with_row_splits_dtype(tf.int64)
-        word_splits = text_words.row_splits                                # [batch + 1]
-        begin, end = begin.flat_values, end.flat_values                    # [W] bytes
-
-        # Every word tokenized alone; no pieces -> one [UNK]; at most `room` pieces.
+        # Every word tokenized alone, windows of whole words and each word's max-context
+        # window (bert_tf/text/windows.py's unit_windows, the op training runs too).
         pieces = self.tokenizer(text_words.flat_values).with_row_splits_dtype(tf.int64)
-        empty = tf.equal(pieces.row_lengths(), 0)
-        unk = tf.RaggedTensor.from_row_lengths(
-            tf.fill([tf.reduce_sum(tf.cast(empty, tf.int32))], self.tokenizer.unk_id),
-            tf.cast(empty, tf.int64), validate=False)
-        pieces = tf.concat([pieces, unk], axis=1)[:, :room]                # [W, (pieces)]
-        piece_splits = pieces.row_splits                                   # [W + 1]
-
-        # Windows of whole words, and each word's max-context window (bert_tf/text/windows.py).
-        rows_first, rows_end = word_splits[:-1], word_splits[1:]
-        part_row, part_first, part_end = windows.windows(rows_first, rows_end, room,
-                                                         self.doc_stride, piece_splits)
-        window_pieces = tf.ragged.range(tf.gather(piece_splits, part_first),
-                                        tf.gather(piece_splits, part_end))   # [P, (pieces)]
-        packed = self.packer(tf.gather(pieces.flat_values, window_pieces))
-
-        # Each word is read at its first piece, in its max-context window.
-        n_words = tf.size(begin, out_type=tf.int64)
-        part, _ = windows.max_context(part_row, part_first, part_end, rows_first, rows_end,
-                                      piece_splits)                        # [W]
-        position = 1 + tf.gather(piece_splits, tf.range(n_words)) - \
-            tf.gather(piece_splits, tf.gather(part_first, part))
-        return {"features": packed, "word_splits": word_splits, "begin": begin, "end": end,
-                "piece_splits": piece_splits, "part_first": part_first,
-                "part_end": part_end, "part": part, "position": position}
+        packed, layout = windows.unit_windows(
+            self.packer, tf.RaggedTensor.from_row_splits(pieces, text_words.row_splits,
+                                                         validate=False),
+            self.doc_stride, self.tokenizer.unk_id)
+        return {"features": packed, "word_splits": text_words.row_splits,
+                "begin": begin.flat_values, "end": end.flat_values,
+                "piece_splits": layout["piece_splits"], "part_first": layout["first"],
+                "part_end": layout["end"], "part": layout["part"],
+                "position": layout["position"]}
 
     def outputs_from_text(self, text):
         w = self.text_windows(text)

@@ -65,7 +65,6 @@ from bert_tf.base.cli import check_seq_length
 from bert_tf.base.files import atomic_write
 from bert_tf.models.task_models import BertTokenClassifier, loss_scaled
 from tasks.families.ner import conlleval
-from bert_tf.text.packing import pack_rows
 from bert_tf.text import windows
 from bert_tf.text.windows import check_doc_stride, default_doc_stride  # noqa: F401 (ner.<name>)
 from tasks import driver
@@ -85,7 +84,7 @@ IGNORE = -1      # label id of positions outside the loss: non-first pieces, spe
 # ----------------------------------------------------------------------------- features
 
 def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_id,
-                    unk_id, pad_id=0, doc_stride=None):
+                    unk_id, pad_id=0, doc_stride=None, chunk=1024):
     """Sentences -> dict of numpy arrays, one row per window of a sentence:
 
       token_ids, segment_ids, padding_mask  int32 [N, S]   [CLS] pieces [SEP]
@@ -102,61 +101,75 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
     word_pieces: one list of piece ids per unit of every sentence, in order (see
     `tokenize_sentences`). Units the tokenizer deletes entirely (control characters only)
     become one [UNK], so that every unit has a first piece. A sentence longer than
-    max_seq_length - 2 pieces is cut into `windows` (overlapping with `doc_stride`, whole
+    max_seq_length - 2 pieces is cut into windows (overlapping with `doc_stride`, whole
     units); every window is labelled whole (training learns from each) and every unit is
-    read from one (`max_context`; both bert_tf/text/windows.py's ops, the signature's
-    too, run over all sentences at once). Labels not in `labels`
-    get IGNORE (counted as "unknown_label"). Returns (features, report).
+    read from one (its max context). The windows are bert_tf/text/windows.py's
+    `unit_windows`, the signature's op, run in tf.data `chunk` sentences a batch. Labels
+    not in `labels` get IGNORE (counted as "unknown_label"). Returns (features, report).
     """
+    import tensorflow as tf
+
+    from bert_tf.text.batching import map_chunks
+    from bert_tf.text.graph_words import row_ids
+    from bert_tf.text.packing import BertPacker
     label_ids = {label: i for i, label in enumerate(labels)}
     report = collections.Counter()
-    rows = collections.defaultdict(list)
-    window_ids = []
     room = max_seq_length - 2
-    w_iter = iter(word_pieces)
-    sentence_pieces = []
-    for sentence in sentences:
-        pieces = []
-        for _ in sentence.units:
-            ids = list(next(w_iter))
-            if not ids:
-                report["word_without_pieces"] += 1
-                ids = [unk_id]
-            if len(ids) > room:
-                report["word_truncated"] += 1
-                ids = ids[:room]
-            pieces.append(ids)
-        sentence_pieces.append(pieces)
-    every_window = windows.row_windows(
-        [len(pieces) for pieces in sentence_pieces], room, doc_stride,
-        [len(ids) for pieces in sentence_pieces for ids in pieces], empty_window=True)
-    for s, (sentence, pieces, (spans, read_from, _)) in enumerate(zip(
-            sentences, sentence_pieces, every_window)):
-        lengths = [len(ids) for ids in pieces]
-        if len(spans) > 1:
-            report["sentence_split"] += 1
-        for k, (first, end) in enumerate(spans):
-            window_ids.append([i for w in range(first, end) for i in pieces[w]])
-            labels_row = np.full(max_seq_length, IGNORE, np.int32)
-            words_row = np.full(max_seq_length, -1, np.int32)
-            position = 1                                  # [CLS] first
-            for w in range(first, end):
-                if read_from[w] == k:
-                    words_row[position] = w
-                if sentence.unit_tags is not None:
-                    tag = sentence.unit_tags[w]
-                    if tag in label_ids:
-                        labels_row[position] = label_ids[tag]
-                    elif read_from[w] == k:                     # counted once
-                        report["unknown_label"] += 1
-                position += len(pieces[w])
-            for key, value in dict(label_ids=labels_row, word_index=words_row,
-                                   sentence_index=s,
-                                   piece_start=sum(lengths[:first])).items():
-                rows[key].append(value)
-    # Every window [CLS] pieces [SEP], by the project's one packer (BertPacker).
-    features = pack_rows(window_ids, None, max_seq_length, cls_id, sep_id, pad_id)
-    features.update({k: np.asarray(v, np.int32) for k, v in rows.items()})
+    lengths = np.asarray([len(ids) for ids in word_pieces], np.int64)
+    units = np.asarray([len(sentence.units) for sentence in sentences], np.int64)
+    if lengths.size != units.sum():
+        raise ValueError(f"create_features: {lengths.size} units' pieces for "
+                         f"{units.sum()} units")
+    report["word_without_pieces"] = int((lengths == 0).sum())
+    report["word_truncated"] = int((lengths > room).sum())
+    tags = [tag for sentence in sentences for tag in (sentence.unit_tags or
+                                                      [None] * len(sentence.units))]
+    report["unknown_label"] = sum(tag is not None and tag not in label_ids for tag in tags)
+    flat = np.concatenate([np.asarray(ids, np.int32).reshape(-1) for ids in word_pieces]
+                          + [np.zeros([0], np.int32)])
+    elements = {
+        "pieces": tf.RaggedTensor.from_nested_row_lengths(flat, [units, lengths],
+                                                          validate=False),
+        "labels": tf.RaggedTensor.from_row_lengths(
+            np.asarray([label_ids.get(tag, IGNORE) for tag in tags], np.int32), units,
+            validate=False),
+        "sentence": np.arange(len(sentences), dtype=np.int32)}
+    packer = BertPacker(max_seq_length, cls_id, sep_id, pad_id)
+
+    def windows_of(batch):
+        features, w = windows.unit_windows(packer, batch["pieces"], doc_stride, unk_id,
+                                           empty_window=True)
+        row, first, piece_splits = w["row"], w["first"], w["piece_splits"]
+        shape = tf.stack([tf.size(row, out_type=tf.int64),
+                          tf.constant(max_seq_length, tf.int64)])
+        # Every unit's label on its first piece in every window that holds it.
+        pairs = tf.ragged.range(first, w["end"])
+        window, unit = row_ids(pairs.row_splits), pairs.flat_values
+        column = 1 + tf.gather(piece_splits, unit) - \
+            tf.gather(piece_splits, tf.gather(first, window))
+        label = tf.gather(batch["labels"].flat_values, unit)
+        label_ids = tf.scatter_nd(tf.stack([window, column], 1), label - IGNORE,
+                                  shape) + IGNORE
+        # Its index in its sentence where it is read (its max-context window).
+        sentence_splits = batch["pieces"].row_splits
+        unit_rows = row_ids(sentence_splits)
+        local = tf.range(tf.size(unit_rows, out_type=tf.int64)) - \
+            tf.gather(sentence_splits, unit_rows)
+        word_index = tf.scatter_nd(tf.stack([w["part"], w["position"]], 1),
+                                   tf.cast(local, tf.int32) + 1, shape) - 1
+        piece_start = tf.gather(piece_splits, first) - \
+            tf.gather(piece_splits, tf.gather(sentence_splits, row))
+        return dict(features, label_ids=label_ids, word_index=word_index,
+                    sentence_index=tf.gather(batch["sentence"], row),
+                    piece_start=tf.cast(piece_start, tf.int32))
+
+    parts = collections.defaultdict(list)
+    for batch in map_chunks(windows_of, elements, chunk):
+        for key, value in batch.items():
+            parts[key].append(value.numpy())
+    features = {key: np.concatenate(value) for key, value in parts.items()}
+    report["sentence_split"] = int((np.bincount(features["sentence_index"]) > 1).sum())
+    report = collections.Counter({k: v for k, v in report.items() if v})
     report["sentences"] = len(sentences)
     report["features"] = len(features["token_ids"])
     return features, report

@@ -22,7 +22,6 @@ import numpy as np
 
 from bert_tf.base.files import read_text
 from bert_tf.text import windows
-from bert_tf.text.packing import pack_rows
 from bert_tf.text.words import SQUAD_WHITESPACE
 
 # ----------------------------------------------------------------------------- reading
@@ -144,57 +143,30 @@ class DocPieces:
     offsets: np.ndarray
 
 
-def _byte_to_char(word):
-    """[bytes + 1] int: the character index of each UTF-8 byte of `word` (and its end)."""
-    lengths = [len(ch.encode("utf-8")) for ch in word]
-    return np.concatenate([np.repeat(np.arange(len(word)), lengths), [len(word)]])
-
-
-def tokenize_words(tokenizer, words, chunk=8192):
-    """Tokenizes each word alone, `chunk` words a call. Returns (ids, starts, ends,
-    lengths): the pieces of every word, in order, as flat int32 arrays [P] (ids, and
-    character offsets into the piece's own word), and each word's piece count [W]."""
+def tokenize_contexts(tokenizer, contexts, chunk=512):
+    """Each context -> DocPieces: run_squad's whitespace words, each tokenized alone, and
+    the pieces' character offsets (graph_words.word_pieces, the signature's op), run in
+    tf.data `chunk` contexts a batch."""
     import tensorflow as tf
-    ids_parts, starts_parts, ends_parts, lengths = [], [], [], []
-    for i in range(0, len(words), chunk):
-        batch = words[i:i + chunk]
-        encoded = [w.encode("utf-8") for w in batch]
-        ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(encoded, tf.string))
-        splits = ids.row_splits.numpy()
-        flat_starts, flat_ends = starts.flat_values.numpy(), ends.flat_values.numpy()
-        # The offsets are bytes; a word with characters of several bytes maps them back.
-        for j in (j for j, (w, b) in enumerate(zip(batch, encoded)) if len(b) != len(w)):
-            lo, hi = splits[j], splits[j + 1]
-            to_char = _byte_to_char(batch[j])
-            flat_starts[lo:hi], flat_ends[lo:hi] = (to_char[flat_starts[lo:hi]],
-                                                    to_char[flat_ends[lo:hi]])
-        ids_parts.append(ids.flat_values.numpy().astype(np.int32))
-        starts_parts.append(flat_starts.astype(np.int32))
-        ends_parts.append(flat_ends.astype(np.int32))
-        lengths.append(np.diff(splits))
-    if not ids_parts:
-        return (np.zeros([0], np.int32),) * 3 + (np.zeros([0], np.int64),)
-    return (np.concatenate(ids_parts), np.concatenate(starts_parts),
-            np.concatenate(ends_parts), np.concatenate(lengths))
 
-
-def tokenize_contexts(tokenizer, contexts):
-    """Each context -> DocPieces (every word tokenized alone, as run_squad does)."""
     from bert_tf.text import graph_words
-    words, bases, counts = [], [], []
-    # run_squad's whitespace split, by the signature's op (bert_tf/text/graph_words.py).
-    for context, spans in zip(contexts, graph_words.word_spans(contexts, SQUAD_WHITESPACE)):
-        counts.append(len(spans))
-        for start, end in spans:
-            words.append(context[start:end])
-            bases.append(start)
-    ids, starts, ends, lengths = tokenize_words(tokenizer, words)
-    # Each piece's offsets into its context: its word's start added.
-    base = np.repeat(np.asarray(bases, np.int64), lengths)
-    offsets = np.stack([starts + base, ends + base], axis=1).astype(np.int32)
-    word_ends = np.concatenate([[0], np.cumsum(lengths)])
-    bounds = word_ends[np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)]
-    return [DocPieces(ids[a:b], offsets[a:b]) for a, b in zip(bounds, bounds[1:])]
+    from bert_tf.text.batching import map_chunks
+
+    def pieces_of(texts):
+        ids, begin, end = graph_words.word_pieces(tokenizer, texts, SQUAD_WHITESPACE)
+        rows = graph_words.row_ids(ids.row_splits)
+        to_char = lambda offsets: tf.cast(graph_words.byte_to_char(
+            texts, rows, offsets.flat_values), tf.int32)
+        return (tf.cast(ids.flat_values, tf.int32), ids.row_splits, to_char(begin),
+                to_char(end))
+
+    out = []
+    encoded = tf.constant([context.encode("utf-8") for context in contexts], tf.string)
+    for ids, splits, starts, ends in map_chunks(pieces_of, encoded, chunk):
+        ids, splits = ids.numpy(), splits.numpy()
+        offsets = np.stack([starts.numpy(), ends.numpy()], axis=1)
+        out += [DocPieces(ids[a:b], offsets[a:b]) for a, b in zip(splits, splits[1:])]
+    return out
 
 
 def answer_piece_span(offsets, start_char, end_char):
@@ -221,7 +193,8 @@ def check_window_room(max_tokens_for_doc, doc_stride):
 
 
 def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stride,
-                    max_query_length, cls_id, sep_id, pad_id=0, is_training=False):
+                    max_query_length, cls_id, sep_id, pad_id=0, is_training=False,
+                    chunk=1024):
     """Windows of every example -> dict of numpy arrays, one row per window:
 
       token_ids, segment_ids, padding_mask  int32 [N, S]   [CLS] question [SEP] window [SEP]
@@ -231,14 +204,19 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
       max_context                           bool  [N, S]   piece has its max context here
       example_index                         int32 [N]
 
-    Returns (features, report). In training, an answer no piece overlaps drops the example
-    (counted as "answer_not_aligned").
+    The windows, packing and max context are bert_tf/text/windows.py's `pair_windows`,
+    the signature's op, run in tf.data `chunk` examples a batch. Returns (features,
+    report). In training, an answer no piece overlaps drops the example (counted as
+    "answer_not_aligned").
     """
+    import tensorflow as tf
+
+    from bert_tf.text.batching import map_chunks
+    from bert_tf.text.packing import BertPacker
     report = collections.Counter()
-    rows = collections.defaultdict(list)
-    kept = []                                    # (example index, query, pieces, answer)
+    kept, answers = [], []                       # example indexes, their answer pieces
     for e, example in enumerate(examples):
-        query = list(question_ids[e][:max_query_length])
+        query_length = min(len(question_ids[e]), max_query_length)
         if len(question_ids[e]) > max_query_length:
             report["question_truncated"] += 1
         doc = doc_pieces[example.context_index]
@@ -252,40 +230,50 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
                 report["answer_not_aligned"] += 1
                 if is_training:
                     continue
-        check_window_room(max_seq_length - len(query) - 3, doc_stride)
-        kept.append((e, query, doc, answer))
-    # Every question's windows over its context's pieces and where each piece is read
-    # (bert_tf/text/windows.py's ops, the signature's too).
-    every_window = windows.row_windows(
-        [len(doc.ids) for _, _, doc, _ in kept],
-        [max_seq_length - len(query) - 3 for _, query, _, _ in kept], doc_stride)
-    queries, window_ids = [], []
-    for (e, query, doc, answer), (spans, _, masks) in zip(kept, every_window):
-        if len(spans) > 1:
-            report["split_into_windows"] += 1
-        for w, (start, end) in enumerate(spans):
-            length = end - start
-            doc_offset = len(query) + 2                    # [CLS] query [SEP]
-            queries.append(query)
-            window_ids.append(doc.ids[start:start + length])
-            offsets = np.full((max_seq_length, 2), -1, np.int32)
-            offsets[doc_offset:doc_offset + length] = doc.offsets[start:start + length]
-            max_context = np.zeros(max_seq_length, bool)
-            max_context[doc_offset:doc_offset + length] = masks[w]
-            s_pos = e_pos = 0
-            if answer is not None and start <= answer[0] and answer[1] < start + length:
-                s_pos, e_pos = answer[0] - start + doc_offset, answer[1] - start + doc_offset
-            for key, value in dict(start_positions=s_pos, end_positions=e_pos,
-                                   offsets=offsets, max_context=max_context,
-                                   example_index=e).items():
-                rows[key].append(value)
-    if not rows:
+        check_window_room(max_seq_length - query_length - 3, doc_stride)
+        kept.append(e)
+        answers.append((-1, -1) if answer is None else answer)
+    if not kept:
         raise ValueError("no features: every example was skipped (see the report)")
-    # Every window [CLS] question [SEP] window [SEP], by the project's one packer.
-    features = pack_rows(queries, window_ids, max_seq_length, cls_id, sep_id, pad_id)
-    features.update({k: np.asarray(v) for k, v in rows.items()})
-    for k in ("start_positions", "end_positions", "example_index"):
-        features[k] = features[k].astype(np.int32)
+    ragged = lambda rows, dtype: tf.RaggedTensor.from_row_lengths(
+        np.concatenate([np.asarray(r, dtype).reshape(-1) for r in rows]),
+        np.asarray([len(r) for r in rows], np.int64), validate=False)
+    # Every context's pieces once; each batch takes its questions' contexts.
+    contexts = {"pieces": ragged([d.ids for d in doc_pieces], np.int32),
+                "starts": ragged([d.offsets[:, 0] for d in doc_pieces], np.int32),
+                "ends": ragged([d.offsets[:, 1] for d in doc_pieces], np.int32)}
+    elements = {
+        "query": ragged([question_ids[e][:max_query_length] for e in kept], np.int32),
+        "context": np.asarray([examples[e].context_index for e in kept], np.int64),
+        "answer": np.asarray(answers, np.int64).reshape(-1, 2),
+        "example": np.asarray(kept, np.int64)}
+    packer = BertPacker(max_seq_length, cls_id, sep_id, pad_id)
+
+    def windows_of(batch):
+        doc = {k: tf.gather(v, batch["context"]) for k, v in contexts.items()}
+        features, layout = windows.pair_windows(packer, batch["query"], doc["pieces"],
+                                                doc_stride)
+        example, in_doc, piece = layout["example"], layout["in_doc"], layout["piece"]
+        offset = lambda x: tf.where(in_doc, tf.gather(x.flat_values, piece), -1)
+        # The answer's columns in a window that holds it whole; 0 ([CLS]) elsewhere.
+        answer = tf.gather(batch["answer"], example)                       # [N, 2]
+        at = lambda k: in_doc & tf.equal(piece, tf.gather(
+            doc["pieces"].row_splits, example)[:, None] + answer[:, k:k + 1])
+        holds = (answer[:, 0] >= 0) & tf.reduce_any(at(0), 1) & tf.reduce_any(at(1), 1)
+        position = lambda k: tf.where(holds, tf.argmax(at(k), 1, output_type=tf.int32), 0)
+        return dict(features, start_positions=position(0), end_positions=position(1),
+                    offsets=tf.stack([offset(doc["starts"]), offset(doc["ends"])], -1),
+                    max_context=layout["max_context"],
+                    example_index=tf.cast(tf.gather(batch["example"], example), tf.int32))
+
+    parts = collections.defaultdict(list)
+    for batch in map_chunks(windows_of, elements, chunk):
+        for key, value in batch.items():
+            parts[key].append(value.numpy())
+    features = {key: np.concatenate(value) for key, value in parts.items()}
+    report["split_into_windows"] = int((np.bincount(features["example_index"]) > 1).sum())
+    if not report["split_into_windows"]:
+        del report["split_into_windows"]
     report["features"] = len(features["token_ids"])
     return features, report
 

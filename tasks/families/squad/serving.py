@@ -1,5 +1,6 @@
 """SquadModule: SQuAD's export, question + context -> answer, computed in the graph with
-the rules of data.py (features) and postprocess.py (decoding):
+the ops data.py's training features run (graph_words.word_pieces, windows.pair_windows)
+and postprocess.py's decoding (bert_tf/text/answers.py):
 
 1. the question's pieces, cut at max_query_length; the context split on run_squad's
    whitespace, each word tokenized alone with its offsets;
@@ -73,48 +74,14 @@ class SquadModule(ServingModule):
     # -- text -> windows ----------------------------------------------------------------
 
     def _windows(self, question, context):
-        """Windows of every question: model inputs [N, seq] and what decoding needs."""
-        seq = self.packer.seq_length
-        t = self.tokenizer
-        query = t(question).with_row_splits_dtype(tf.int64)[:, :self.max_query_length]
-        query_length = query.row_lengths()                                 # [batch]
-
-        words, word_begin, _ = graph_words.split_words(context, self.whitespace)
-        words = words.with_row_splits_dtype(tf.int64)
-        pieces, piece_begin, piece_end = t.tokenize_with_offsets(words.flat_values)
-        pieces = pieces.with_row_splits_dtype(tf.int64)                    # [W, (pieces)]
-        piece_word = graph_words.row_ids(pieces.row_splits)               # [P]
-        base = tf.gather(word_begin.flat_values, piece_word)
-        piece_bytes = (base + piece_begin.flat_values, base + piece_end.flat_values)
-        doc_splits = tf.gather(pieces.row_splits, words.row_splits)        # [batch + 1]
-
-        # Windows of max_doc pieces, doc_stride apart, the last reaching the end; none
-        # without pieces (bert_tf/text/windows.py, the op training's features run too).
-        max_doc = seq - query_length - 3                                   # [batch]
-        doc_first, doc_end = doc_splits[:-1], doc_splits[1:]
-        example, first, last = windows.windows(doc_first, doc_end, max_doc,
-                                               self.doc_stride)            # [N] global
-        n = tf.size(example, out_type=tf.int64)
-
-        col = tf.range(seq, dtype=tf.int64)[None, :]                       # [1, seq]
-        q_len = tf.gather(query_length, example)[:, None]                  # [N, 1]
-        doc_offset = q_len + 2                                             # [CLS] q [SEP]
-        in_doc = (col >= doc_offset) & (col < doc_offset + (last - first)[:, None])
-        piece = tf.where(in_doc, first[:, None] + col - doc_offset, 0)     # [N, seq] global
-        # [CLS] question [SEP] window [SEP], packed by the packer every export runs (the
-        # window fits: max_doc leaves the question its room).
-        window_pieces = tf.gather(pieces.flat_values, tf.ragged.range(first, last))
-        features = self.packer(tf.gather(query, example), window_pieces)
-
-        # Max context: each piece's window (the first on ties), placed at its column.
-        _, chosen = windows.max_context(example, first, last, doc_first, doc_end)
-        pairs = tf.ragged.range(first, last)
-        window = graph_words.row_ids(pairs.row_splits)                     # [pairs]
-        column = tf.gather(q_len[:, 0] + 2 - first, window) + pairs.flat_values
-        max_context = tf.scatter_nd(tf.stack([window, column], 1), chosen,
-                                    tf.stack([n, tf.constant(seq, tf.int64)]))
-        return features, {"example": example, "in_doc": in_doc, "max_context": max_context,
-                          "piece": piece, "piece_bytes": piece_bytes}
+        """Windows of every question: model inputs [N, seq] and what decoding needs
+        (bert_tf/text/windows.py's pair_windows over graph_words.word_pieces: the ops
+        training's features run too)."""
+        query = self.tokenizer(question).with_row_splits_dtype(tf.int64)
+        pieces, begin, end = graph_words.word_pieces(self.tokenizer, context, self.whitespace)
+        features, layout = windows.pair_windows(self.packer, query[:, :self.max_query_length],
+                                                pieces, self.doc_stride)
+        return features, dict(layout, piece_bytes=(begin.flat_values, end.flat_values))
 
     # -- decoding ------------------------------------------------------------------------
 
