@@ -9,7 +9,8 @@ Data: bench/span_features.py's generated SQuAD file (stdlib docstring paragraphs
 questions a paragraph, each the words around an answer word with the word replaced by
 "what"), split by paragraph into training and dev. The v2.0 file makes every third
 question unanswerable (is_impossible, no answers): the words around a word of another
-paragraph.
+paragraph. F1 can be below EM: an answer that is an article ("the", "a") normalises to
+nothing under the official rules, which score it EM 1 and F1 0.
 
     python bench/squad_paths.py
 """
@@ -108,10 +109,12 @@ def main():
                 print(name, version_2, results[name][0], file=sys.stderr, flush=True)
             same = len({json.dumps(d, sort_keys=True) for _, d in results.values()}) == 1
             for name, (metrics, digests) in results.items():
-                row = [("v2.0" if version_2 else "v1.1"), name,
-                       f"{float(metrics['exact']):.2f}", f"{float(metrics['f1']):.2f}"]
-                row.append(f"{float(metrics['HasAns_f1']):.2f} / "
-                           f"{float(metrics['NoAns_f1']):.2f}" if version_2 else "-")
+                # v1.1's script names exact match "exact_match", v2.0's "exact".
+                exact = metrics["exact" if version_2 else "exact_match"]
+                row = [("v2.0" if version_2 else "v1.1"), name, f"{exact:.2f}",
+                       f"{metrics['f1']:.2f}"]
+                row.append(f"{metrics['HasAns_f1']:.2f} / {metrics['NoAns_f1']:.2f}"
+                           if version_2 else "-")
                 rows.append(row + [", ".join(sorted(digests)) + (
                     ": byte-identical" if same else ": differ")])
     body = "\n\n".join([

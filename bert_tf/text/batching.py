@@ -203,6 +203,17 @@ def map_chunks(fn, elements, chunk):
                            deterministic=True).prefetch(1)
 
 
+def map_chunks_joined(fn, elements, chunk):
+    """`map_chunks` of an `fn` that returns a dict of tensors -> the dict of NumPy arrays,
+    every batch's joined along the first axis."""
+    import numpy as np
+    parts = {}
+    for out in map_chunks(fn, elements, chunk):
+        for key, value in out.items():
+            parts.setdefault(key, []).append(value.numpy())
+    return {key: np.concatenate(value) for key, value in parts.items()}
+
+
 def pad_to_width(x, width, axis, value=0):
     """Pads axis `axis` of x with `value` up to `width` (the inverse of trim_to_longest)."""
     paddings = [[0, 0]] * len(x.shape)

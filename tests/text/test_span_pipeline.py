@@ -39,6 +39,34 @@ def test_features_equal_the_frozen_ones(computed, frozen, prefix):
     assert_equal_arrays(computed, frozen, prefix)
 
 
+def test_training_features_built_in_tf_data_batches_equal_the_frozen_ones(frozen,
+                                                                          monkeypatch):
+    """A file of more rows than one batch goes through tf.data, several batches at once
+    (batching.map_chunks); cut into batches of 2 rows, NER's and SQuAD's training
+    features (and the command's answers from them) are still the frozen ones."""
+    from bert_tf.text import batching
+    whole = batching.map_chunks
+    batches = []
+
+    def two_rows(fn, elements, chunk):
+        for out in whole(fn, elements, 2):
+            batches.append(tf_rows(out))
+            yield out
+
+    monkeypatch.setattr(batching, "map_chunks", two_rows)
+    computed = span_features.compute()
+    assert len(batches) > 20 and max(batches) > 2      # windows of 2 rows' texts at once
+    for prefix in ("ner_train/", "ner_python/", "squad_train/", "squad_python/"):
+        assert_equal_arrays(computed, frozen, prefix)
+
+
+def tf_rows(out):
+    """Rows of a map_chunks output's first tensor (its windows, or its pieces)."""
+    import tensorflow as tf
+    first = tf.nest.flatten(out, expand_composites=True)[0]
+    return int(first.shape[0])
+
+
 def test_fixture_covers_several_windows_and_both_paths_agree(frozen):
     """The fixture reads long texts in several overlapping windows, and the command's
     and the signature's answers already agree on it (the parity the pipeline keeps)."""

@@ -109,7 +109,7 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
     """
     import tensorflow as tf
 
-    from bert_tf.text.batching import map_chunks
+    from bert_tf.text.batching import map_chunks_joined
     from bert_tf.text.graph_words import row_ids
     from bert_tf.text.packing import BertPacker
     label_ids = {label: i for i, label in enumerate(labels)}
@@ -163,11 +163,7 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
                     sentence_index=tf.gather(batch["sentence"], row),
                     piece_start=tf.cast(piece_start, tf.int32))
 
-    parts = collections.defaultdict(list)
-    for batch in map_chunks(windows_of, elements, chunk):
-        for key, value in batch.items():
-            parts[key].append(value.numpy())
-    features = {key: np.concatenate(value) for key, value in parts.items()}
+    features = map_chunks_joined(windows_of, elements, chunk)
     report["sentence_split"] = int((np.bincount(features["sentence_index"]) > 1).sum())
     report = collections.Counter({k: v for k, v in report.items() if v})
     report["sentences"] = len(sentences)

@@ -211,7 +211,7 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
     """
     import tensorflow as tf
 
-    from bert_tf.text.batching import map_chunks
+    from bert_tf.text.batching import map_chunks_joined
     from bert_tf.text.packing import BertPacker
     report = collections.Counter()
     kept, answers = [], []                       # example indexes, their answer pieces
@@ -266,11 +266,7 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
                     max_context=layout["max_context"],
                     example_index=tf.cast(tf.gather(batch["example"], example), tf.int32))
 
-    parts = collections.defaultdict(list)
-    for batch in map_chunks(windows_of, elements, chunk):
-        for key, value in batch.items():
-            parts[key].append(value.numpy())
-    features = {key: np.concatenate(value) for key, value in parts.items()}
+    features = map_chunks_joined(windows_of, elements, chunk)
     report["split_into_windows"] = int((np.bincount(features["example_index"]) > 1).sum())
     if not report["split_into_windows"]:
         del report["split_into_windows"]
