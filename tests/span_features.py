@@ -132,13 +132,10 @@ def ner_features(tok):
     from tasks.families.ner.serving import NerModule
     out = {}
     sentences = ner_sentences()
-    pieces = ner.tokenize_sentences(tok, sentences)
     model = FakeModel(len(NER_LABELS))
     for stride in NER_STRIDES:
         name = f"stride{stride}"
-        features, _ = ner.create_features(sentences, pieces, NER_LABELS, NER_SEQ,
-                                          tok.cls_id, tok.sep_id, tok.unk_id, tok.pad_id,
-                                          stride)
+        features, _ = ner.create_features(sentences, tok, NER_LABELS, NER_SEQ, stride)
         _put(out, f"ner_train/{name}", features)
         logits = model(features)["logits"].numpy()
         tags = ner.word_tags(logits, features, sentences, NER_LABELS)
@@ -159,9 +156,7 @@ def ner_features(tok):
         for text in TEXTS:
             spans = ner.split_words(text)
             sentence = ner.Sentence([text[s:e] for s, e in spans], None, [], [])
-            f, _ = ner.create_features([sentence], ner.tokenize_sentences(tok, [sentence]),
-                                       NER_LABELS, NER_SEQ, tok.cls_id, tok.sep_id,
-                                       tok.unk_id, tok.pad_id, stride)
+            f, _ = ner.create_features([sentence], tok, NER_LABELS, NER_SEQ, stride)
             found = ner.entities(ner.word_tags(model(f)["logits"].numpy(), f, [sentence],
                                                NER_LABELS)[0], spans, text)
             rows.append([f"{e['label']}|{e['start_char']}|{e['end_char']}|{e['text']}"
@@ -200,13 +195,12 @@ def squad_features(tok):
                                            _ragged([d.ids for d in doc_pieces]))))
     _put(out, "squad_train/doc", dict(zip(("offsets", "offsets_splits"),
                                            _ragged([d.offsets for d in doc_pieces]))))
-    question_ids = tok.encode(QUESTIONS)
     model = FakeModel()
     for stride in SQUAD_STRIDES:
         name = f"stride{stride}"
         features, _ = data.create_features(
-            examples, doc_pieces, question_ids, SQUAD["max_seq_length"], stride,
-            SQUAD["max_query_length"], tok.cls_id, tok.sep_id, tok.pad_id, is_training=True)
+            examples, doc_pieces, tok, SQUAD["max_seq_length"], stride,
+            SQUAD["max_query_length"], is_training=True)
         _put(out, f"squad_train/{name}", features)
         logits = model(features)
         for v2 in (False, True):

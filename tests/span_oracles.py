@@ -92,10 +92,11 @@ def max_context(lengths, spans):
 
 def doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride):
     """The op's windows over a context of `num_doc_tokens` pieces -> list of (start,
-    length); tasks/families/squad/data.py's refusals first."""
+    length); a window without room refused first (as tasks/families/squad/config.py's
+    check_windows refuses the settings that leave none)."""
     from bert_tf.text import windows as graph
-    from tasks.families.squad.data import check_window_room
-    check_window_room(max_tokens_for_doc, doc_stride)
+    if max_tokens_for_doc < 1:
+        raise ValueError(f"no room for context pieces ({max_tokens_for_doc})")
     _, first, end = graph.windows([0], [num_doc_tokens], max_tokens_for_doc, doc_stride)
     return [(int(f), int(e - f)) for f, e in zip(first.numpy(), end.numpy())]
 

@@ -202,10 +202,8 @@ def python_entities(run, texts):
     for text in texts:
         spans = ner.split_words(text)
         sentence = ner.Sentence([text[s:e] for s, e in spans], None, [], [])
-        features, _ = ner.create_features(
-            [sentence], ner.tokenize_sentences(tokenizer, [sentence]), NER_LABELS,
-            config["max_seq_length"], tokenizer.cls_id, tokenizer.sep_id, tokenizer.unk_id,
-            tokenizer.pad_id, config.get("doc_stride"))
+        features, _ = ner.create_features([sentence], tokenizer, NER_LABELS,
+                                          config["max_seq_length"], config.get("doc_stride"))
         logits = np.asarray(model(features_dict(features))["logits"])
         tags = ner.word_tags(logits, features, [sentence], NER_LABELS)[0]
         out.append(ner.entities(tags, spans, text))
@@ -249,9 +247,8 @@ def python_squad(run, questions, contexts):
     model, config, tokenizer = task_model("squad", run)
     examples = [squad.SquadExample(str(i), q, i, [], False) for i, q in enumerate(questions)]
     features, _ = squad.create_features(
-        examples, squad.tokenize_contexts(tokenizer, contexts), tokenizer.encode(questions),
-        config["max_seq_length"], config["doc_stride"], config["max_query_length"],
-        tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id)
+        examples, squad.tokenize_contexts(tokenizer, contexts), tokenizer,
+        config["max_seq_length"], config["doc_stride"], config["max_query_length"])
     out = model(features_dict(features))
     results = squad.postprocess(
         examples, contexts, features, np.asarray(out["start_logits"]),

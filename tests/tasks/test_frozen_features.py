@@ -139,9 +139,7 @@ def test_bilstm_head_ignores_padding_round_trips_and_exports(tmp_path, minilm_di
     for text in texts:              # tasks.ner's Python path
         spans = ner.split_words(text)
         sentence = ner.Sentence([text[s:e] for s, e in spans], None, [], [])
-        features, _ = ner.create_features(
-            [sentence], ner.tokenize_sentences(tokenizer, [sentence]), LABELS, 16,
-            tokenizer.cls_id, tokenizer.sep_id, tokenizer.unk_id)
+        features, _ = ner.create_features([sentence], tokenizer, LABELS, 16)
         logits = np.asarray(again({k: features[k] for k in
                                    ("token_ids", "segment_ids", "padding_mask")})["logits"])
         tags = ner.word_tags(logits, features, [sentence], LABELS)[0]

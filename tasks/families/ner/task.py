@@ -83,8 +83,8 @@ IGNORE = -1      # label id of positions outside the loss: non-first pieces, spe
 
 # ----------------------------------------------------------------------------- features
 
-def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_id,
-                    unk_id, pad_id=0, doc_stride=None, chunk=1024):
+def create_features(sentences, tokenizer, labels, max_seq_length, doc_stride=None,
+                    chunk=1024):
     """Sentences -> dict of numpy arrays, one row per window of a sentence:
 
       token_ids, segment_ids, padding_mask  int32 [N, S]   [CLS] pieces [SEP]
@@ -98,14 +98,14 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
       piece_start                           int32 [N]      where the window's first piece
                                                            is among its sentence's pieces
 
-    word_pieces: one list of piece ids per unit of every sentence, in order (see
-    `tokenize_sentences`). Units the tokenizer deletes entirely (control characters only)
-    become one [UNK], so that every unit has a first piece. A sentence longer than
-    max_seq_length - 2 pieces is cut into windows (overlapping with `doc_stride`, whole
-    units); every window is labelled whole (training learns from each) and every unit is
-    read from one (its max context). The windows are bert_tf/text/windows.py's
-    `unit_windows`, the signature's op, run in tf.data `chunk` sentences a batch. Labels
-    not in `labels` get IGNORE (counted as "unknown_label"). Returns (features, report).
+    Every unit of every sentence is tokenized alone (`tokenizer`, a BertTokenizer); units
+    the tokenizer deletes entirely (control characters only) become one [UNK], so that
+    every unit has a first piece. A sentence longer than max_seq_length - 2 pieces is cut
+    into windows (overlapping with `doc_stride`, whole units); every window is labelled
+    whole (training learns from each) and every unit is read from one (its max context).
+    The tokenizer and the windows (bert_tf/text/windows.py's `unit_windows`) are the
+    signature's ops, run in tf.data `chunk` sentences a batch. Labels not in `labels` get
+    IGNORE (counted as "unknown_label"). Returns (features, report).
     """
     import tensorflow as tf
 
@@ -114,31 +114,26 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
     from bert_tf.text.packing import BertPacker
     label_ids = {label: i for i, label in enumerate(labels)}
     report = collections.Counter()
-    room = max_seq_length - 2
-    lengths = np.asarray([len(ids) for ids in word_pieces], np.int64)
     units = np.asarray([len(sentence.units) for sentence in sentences], np.int64)
-    if lengths.size != units.sum():
-        raise ValueError(f"create_features: {lengths.size} units' pieces for "
-                         f"{units.sum()} units")
-    report["word_without_pieces"] = int((lengths == 0).sum())
-    report["word_truncated"] = int((lengths > room).sum())
     tags = [tag for sentence in sentences for tag in (sentence.unit_tags or
                                                       [None] * len(sentence.units))]
     report["unknown_label"] = sum(tag is not None and tag not in label_ids for tag in tags)
-    flat = np.concatenate([np.asarray(ids, np.int32).reshape(-1) for ids in word_pieces]
-                          + [np.zeros([0], np.int32)])
     elements = {
-        "pieces": tf.RaggedTensor.from_nested_row_lengths(flat, [units, lengths],
-                                                          validate=False),
+        "units": tf.RaggedTensor.from_row_lengths(
+            tf.constant([unit.encode("utf-8") for sentence in sentences
+                         for unit in sentence.units], tf.string), units, validate=False),
         "labels": tf.RaggedTensor.from_row_lengths(
             np.asarray([label_ids.get(tag, IGNORE) for tag in tags], np.int32), units,
             validate=False),
         "sentence": np.arange(len(sentences), dtype=np.int32)}
-    packer = BertPacker(max_seq_length, cls_id, sep_id, pad_id)
+    packer = BertPacker.from_tokenizer(tokenizer, max_seq_length)
 
     def windows_of(batch):
-        features, w = windows.unit_windows(packer, batch["pieces"], doc_stride, unk_id,
-                                           empty_window=True)
+        sentence_splits = batch["units"].row_splits
+        pieces = tokenizer(batch["units"].flat_values)                     # [units, (p)]
+        features, w = windows.unit_windows(
+            packer, tf.RaggedTensor.from_row_splits(pieces, sentence_splits, validate=False),
+            doc_stride, tokenizer.unk_id, empty_window=True)
         row, first, piece_splits = w["row"], w["first"], w["piece_splits"]
         shape = tf.stack([tf.size(row, out_type=tf.int64),
                           tf.constant(max_seq_length, tf.int64)])
@@ -151,7 +146,6 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
         label_ids = tf.scatter_nd(tf.stack([window, column], 1), label - IGNORE,
                                   shape) + IGNORE
         # Its index in its sentence where it is read (its max-context window).
-        sentence_splits = batch["pieces"].row_splits
         unit_rows = row_ids(sentence_splits)
         local = tf.range(tf.size(unit_rows, out_type=tf.int64)) - \
             tf.gather(sentence_splits, unit_rows)
@@ -161,9 +155,13 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
             tf.gather(piece_splits, tf.gather(sentence_splits, row))
         return dict(features, label_ids=label_ids, word_index=word_index,
                     sentence_index=tf.gather(batch["sentence"], row),
-                    piece_start=tf.cast(piece_start, tf.int32))
+                    piece_start=tf.cast(piece_start, tf.int32),
+                    unit_pieces=pieces.row_lengths())   # per unit, for the report
 
     features = map_chunks_joined(windows_of, elements, chunk)
+    unit_pieces = features.pop("unit_pieces")
+    report["word_without_pieces"] = int((unit_pieces == 0).sum())
+    report["word_truncated"] = int((unit_pieces > max_seq_length - 2).sum())
     report["sentence_split"] = int((np.bincount(features["sentence_index"]) > 1).sum())
     report = collections.Counter({k: v for k, v in report.items() if v})
     report["sentences"] = len(sentences)
@@ -171,24 +169,13 @@ def create_features(sentences, word_pieces, labels, max_seq_length, cls_id, sep_
     return features, report
 
 
-def tokenize_sentences(tokenizer, sentences):
-    """Every unit of every sentence tokenized alone -> list of piece-id lists."""
-    units = [u for s in sentences for u in s.units]
-    out = []
-    for i in range(0, len(units), 8192):
-        out.extend(tokenizer.encode(units[i:i + 8192]))
-    return out
-
-
 def featurize(path, tokenizer, labels, max_seq_length, conll=None, line_unit="auto",
               doc_stride=None):
     """Reads `path` (unless its ConllFile is given; `line_unit` as read_conll's) ->
     (ConllFile, features, report); `doc_stride` as create_features'."""
     conll = conll or read_conll(path, line_unit)
-    features, report = create_features(
-        conll.sentences, tokenize_sentences(tokenizer, conll.sentences), labels,
-        max_seq_length, tokenizer.cls_id, tokenizer.sep_id, tokenizer.unk_id,
-        tokenizer.pad_id, doc_stride)
+    features, report = create_features(conll.sentences, tokenizer, labels, max_seq_length,
+                                       doc_stride)
     report["line_unit"] = conll.line_unit
     mixed = sum(sentence.mixed_units for sentence in conll.sentences)
     if mixed:

@@ -181,20 +181,8 @@ def answer_piece_span(offsets, start_char, end_char):
     return first, last
 
 
-def check_window_room(max_tokens_for_doc, doc_stride):
-    """ValueError when a question leaves no room for context pieces, or for a doc_stride
-    below 1."""
-    if max_tokens_for_doc < 1:
-        raise ValueError(f"no room for context pieces (max_tokens_for_doc="
-                         f"{max_tokens_for_doc}); raise max_seq_length or lower "
-                         f"max_query_length")
-    if doc_stride < 1:
-        raise ValueError(f"doc_stride must be >= 1, got {doc_stride}")
-
-
-def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stride,
-                    max_query_length, cls_id, sep_id, pad_id=0, is_training=False,
-                    chunk=1024):
+def create_features(examples, doc_pieces, tokenizer, max_seq_length, doc_stride,
+                    max_query_length, is_training=False, chunk=1024):
     """Windows of every example -> dict of numpy arrays, one row per window:
 
       token_ids, segment_ids, padding_mask  int32 [N, S]   [CLS] question [SEP] window [SEP]
@@ -204,8 +192,9 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
       max_context                           bool  [N, S]   piece has its max context here
       example_index                         int32 [N]
 
-    The windows, packing and max context are bert_tf/text/windows.py's `pair_windows`,
-    the signature's op, run in tf.data `chunk` examples a batch. Returns (features,
+    The question's pieces (`tokenizer`, a BertTokenizer, cut at max_query_length) and
+    the windows, packing and max context (bert_tf/text/windows.py's `pair_windows`) are
+    the signature's ops, run in tf.data `chunk` examples a batch. Returns (features,
     report). In training, an answer no piece overlaps drops the example (counted as
     "answer_not_aligned").
     """
@@ -213,12 +202,13 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
 
     from bert_tf.text.batching import map_chunks_joined
     from bert_tf.text.packing import BertPacker
+    from tasks.families.squad.config import check_windows
+    # The room a question leaves (decoding's settings are not the features').
+    check_windows(max_seq_length, max_query_length, doc_stride, n_best_size=1,
+                  max_answer_length=1, flags=False)
     report = collections.Counter()
     kept, answers = [], []                       # example indexes, their answer pieces
     for e, example in enumerate(examples):
-        query_length = min(len(question_ids[e]), max_query_length)
-        if len(question_ids[e]) > max_query_length:
-            report["question_truncated"] += 1
         doc = doc_pieces[example.context_index]
         if len(doc.ids) == 0:
             report["context_without_pieces"] += 1
@@ -230,7 +220,6 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
                 report["answer_not_aligned"] += 1
                 if is_training:
                     continue
-        check_window_room(max_seq_length - query_length - 3, doc_stride)
         kept.append(e)
         answers.append((-1, -1) if answer is None else answer)
     if not kept:
@@ -243,16 +232,18 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
                 "starts": ragged([d.offsets[:, 0] for d in doc_pieces], np.int32),
                 "ends": ragged([d.offsets[:, 1] for d in doc_pieces], np.int32)}
     elements = {
-        "query": ragged([question_ids[e][:max_query_length] for e in kept], np.int32),
+        "question": tf.constant([examples[e].question.encode("utf-8") for e in kept],
+                                tf.string),
         "context": np.asarray([examples[e].context_index for e in kept], np.int64),
         "answer": np.asarray(answers, np.int64).reshape(-1, 2),
         "example": np.asarray(kept, np.int64)}
-    packer = BertPacker(max_seq_length, cls_id, sep_id, pad_id)
+    packer = BertPacker.from_tokenizer(tokenizer, max_seq_length)
 
     def windows_of(batch):
         doc = {k: tf.gather(v, batch["context"]) for k, v in contexts.items()}
-        features, layout = windows.pair_windows(packer, batch["query"], doc["pieces"],
-                                                doc_stride)
+        query = tokenizer(batch["question"])
+        features, layout = windows.pair_windows(packer, query[:, :max_query_length],
+                                                doc["pieces"], doc_stride)
         example, in_doc, piece = layout["example"], layout["in_doc"], layout["piece"]
         offset = lambda x: tf.where(in_doc, tf.gather(x.flat_values, piece), -1)
         # The answer's columns in a window that holds it whole; 0 ([CLS]) elsewhere.
@@ -264,12 +255,14 @@ def create_features(examples, doc_pieces, question_ids, max_seq_length, doc_stri
         return dict(features, start_positions=position(0), end_positions=position(1),
                     offsets=tf.stack([offset(doc["starts"]), offset(doc["ends"])], -1),
                     max_context=layout["max_context"],
-                    example_index=tf.cast(tf.gather(batch["example"], example), tf.int32))
+                    example_index=tf.cast(tf.gather(batch["example"], example), tf.int32),
+                    question_pieces=query.row_lengths())     # per question, for the report
 
     features = map_chunks_joined(windows_of, elements, chunk)
+    report["question_truncated"] = int((features.pop("question_pieces") >
+                                        max_query_length).sum())
     report["split_into_windows"] = int((np.bincount(features["example_index"]) > 1).sum())
-    if not report["split_into_windows"]:
-        del report["split_into_windows"]
+    report = collections.Counter({k: v for k, v in report.items() if v})
     report["features"] = len(features["token_ids"])
     return features, report
 
@@ -281,12 +274,9 @@ def featurize(path, tokenizer, args, is_training):
         path, args.version_2_with_negative, is_training)
     if not examples:
         raise ValueError(f"{path}: no usable questions ({dict(report)})")
-    doc_pieces = tokenize_contexts(tokenizer, contexts)
-    question_ids = tokenizer.encode([ex.question for ex in examples])
     features, feature_report = create_features(
-        examples, doc_pieces, question_ids, args.max_seq_length, args.doc_stride,
-        args.max_query_length, tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id,
-        is_training)
+        examples, tokenize_contexts(tokenizer, contexts), tokenizer, args.max_seq_length,
+        args.doc_stride, args.max_query_length, is_training)
     report.update(feature_report)
     print(f"{path}: {dict(sorted(report.items()))}", flush=True)
     return examples, contexts, dataset, features, report

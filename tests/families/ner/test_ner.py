@@ -121,9 +121,8 @@ def test_labels_go_on_first_pieces_only(tmp_path, tokenizer):
                                  "Zanzibarians B-MISC\nlove O\nmarzipan O\n\x7f O\n"
                                  "Kilimanjaro B-LOC\n\nx B-NEW\n"))
     labels = ["O", "B-LOC", "B-MISC"]
-    pieces = ner.tokenize_sentences(tokenizer, conll.sentences)
-    f, report = ner.create_features(conll.sentences, pieces, labels, 16, tokenizer.cls_id,
-                                    tokenizer.sep_id, tokenizer.unk_id)
+    pieces = tokenizer.encode([unit for s in conll.sentences for unit in s.units])
+    f, report = ner.create_features(conll.sentences, tokenizer, labels, 16)
     assert report["word_without_pieces"] == 1        # "\x7f" is deleted by the tokenizer
     assert report["unknown_label"] == 1              # B-NEW is not a training label
     row, words = f["label_ids"][0], f["word_index"][0]
@@ -141,9 +140,7 @@ def test_labels_go_on_first_pieces_only(tmp_path, tokenizer):
 def test_long_sentences_are_cut_between_words(tmp_path, tokenizer):
     words = [f"w{i} {'B-LOC' if i % 5 == 0 else 'O'}" for i in range(40)]
     conll = ner.read_conll(write(tmp_path / "long.txt", "\n".join(words) + "\n"))
-    pieces = ner.tokenize_sentences(tokenizer, conll.sentences)
-    f, report = ner.create_features(conll.sentences, pieces, ["O", "B-LOC"], 12,
-                                    tokenizer.cls_id, tokenizer.sep_id, tokenizer.unk_id)
+    f, report = ner.create_features(conll.sentences, tokenizer, ["O", "B-LOC"], 12)
     assert report["sentence_split"] == 1 and len(f["token_ids"]) > 1
     # Every word is labelled exactly once over the parts, in order.
     seen = [w for r in range(len(f["token_ids"])) for w in f["word_index"][r] if w >= 0]
@@ -232,16 +229,13 @@ def test_long_sentences_overlap_and_every_unit_is_read_once(tmp_path, tokenizer)
     whole (training learns from each) and every unit is read from one window."""
     words = [f"w{i} {'B-LOC' if i % 5 == 0 else 'O'}" for i in range(40)]
     conll = ner.read_conll(write(tmp_path / "long.txt", "\n".join(words) + "\n"))
-    pieces = ner.tokenize_sentences(tokenizer, conll.sentences)
-    plain, _ = ner.create_features(conll.sentences, pieces, ["O", "B-LOC"], 12,
-                                   tokenizer.cls_id, tokenizer.sep_id, tokenizer.unk_id)
-    f, report = ner.create_features(conll.sentences, pieces, ["O", "B-LOC"], 12,
-                                    tokenizer.cls_id, tokenizer.sep_id, tokenizer.unk_id,
+    plain, _ = ner.create_features(conll.sentences, tokenizer, ["O", "B-LOC"], 12)
+    f, report = ner.create_features(conll.sentences, tokenizer, ["O", "B-LOC"], 12,
                                     doc_stride=5)
     assert report["sentence_split"] == 1 and len(f["token_ids"]) > len(plain["token_ids"])
     seen = sorted(w for r in range(len(f["token_ids"])) for w in f["word_index"][r] if w >= 0)
     assert seen == list(range(40))
-    spans = windows([len(p) for p in pieces], 10, 5)
+    spans = windows([len(p) for p in tokenizer.encode(conll.sentences[0].units)], 10, 5)
     assert len(spans) == len(f["token_ids"])
     assert (f["label_ids"] != ner.IGNORE).sum() == sum(b - a for a, b in spans) > 40
     logits = np.zeros(f["token_ids"].shape + (2,))

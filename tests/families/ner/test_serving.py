@@ -52,9 +52,7 @@ def test_ner_signatures_equal_keras_and_python(ner_run):
     from tasks.families.ner import task as ner
     model, config, tokenizer = task_model("ner", run)
     sentence = ner.Sentence(NER_TEXTS[0].split(), None, [], [])
-    features, _ = ner.create_features(
-        [sentence], ner.tokenize_sentences(tokenizer, [sentence]), NER_LABELS, SEQ,
-        tokenizer.cls_id, tokenizer.sep_id, tokenizer.unk_id)
+    features, _ = ner.create_features([sentence], tokenizer, NER_LABELS, SEQ)
     tokenized = signatures["serve_tokenized"](**features_dict(features))
     np.testing.assert_allclose(tokenized["logits"], model(features_dict(features))["logits"],
                                atol=1e-5)
@@ -82,7 +80,7 @@ def test_ner_windows_equal_keras_and_python(ner_run, tmp_path):
     tokenizer = task_model("ner", run)[2]
     sentence = ner.Sentence(texts[-1].split(), None)
     assert len(span_oracles.windows(
-        [len(p) for p in ner.tokenize_sentences(tokenizer, [sentence])], SEQ - 2, 7)) > 10
+        [len(p) for p in tokenizer.encode(sentence.units)], SEQ - 2, 7)) > 10
 
 
 def test_ner_hostile_inputs(ner_run):
