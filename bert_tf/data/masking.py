@@ -25,7 +25,8 @@ import dataclasses
 
 import numpy as np
 
-from bert_tf.text.text_rules import CLS_TOKEN, CONTINUATION_PREFIX, MASK_TOKEN, SEP_TOKEN
+from bert_tf.text.text_rules import (CLS_TOKEN, CONTINUATION_PREFIX, MASK_TOKEN, SEP_TOKEN,
+                                     pair_layout)
 
 # Decisions, as counted in the summary.
 MASKED, RANDOM, KEPT = 0, 1, 2
@@ -36,27 +37,23 @@ MASK_BELOW, KEEP_BELOW = 0.8, 0.9
 
 def pack(tokens, a_start, a_len, b_start, b_len, max_seq_length, cls_id, sep_id):
     """Instances -> [N, max_seq_length] arrays: input_ids int32, segment_ids int8,
-    input_mask bool, candidate bool (positions that may be masked), n_tokens int64 [N]."""
+    input_mask bool, candidate bool (positions that may be masked), n_tokens int64 [N].
+    The layout is `text_rules.pair_layout`'s, the graph packer's (BertPacker)."""
     # int32 throughout: a block holds far fewer than 2**31 tokens.
     p = np.arange(max_seq_length, dtype=np.int32)[None, :]      # [1, L]
     la = a_len.astype(np.int32)[:, None]                        # [N, 1]
-    lb = b_len.astype(np.int32)[:, None]
-    in_a = (p >= 1) & (p <= la)
-    in_b = (p >= la + 2) & (p <= la + lb + 1)
+    layout = pair_layout(p, la, b_len.astype(np.int32)[:, None])
     # Position p of A is tokens[a_start + p - 1]; of B, tokens[b_start + p - la - 2].
     source = p + np.where(p <= la, a_start.astype(np.int32)[:, None] - 1,
                           b_start.astype(np.int32)[:, None] - la - 2)
-    text = in_a | in_b
+    text = layout.in_a | layout.in_b
     ids = tokens[np.where(text, source, 0)]
     ids[~text] = 0
-    rows = np.arange(len(a_len))
     ids[:, 0] = cls_id
-    ids[rows, a_len + 1] = sep_id
-    ids[rows, a_len + b_len + 2] = sep_id
-    n_tokens = a_len + b_len + 3
-    input_mask = p < n_tokens[:, None]
-    segment_ids = ((p >= la + 2) & input_mask).astype(np.int8)
-    return ids, segment_ids, input_mask, text, n_tokens
+    ids[layout.is_sep] = sep_id
+    input_mask = layout.real
+    return (ids, layout.second_segment.astype(np.int8), input_mask, text,
+            input_mask.sum(axis=1, dtype=np.int64))
 
 
 def pack_full_sentences(tokens, start, length, doc_starts, max_seq_length, cls_id, sep_id):

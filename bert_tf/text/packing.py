@@ -13,20 +13,23 @@ Two truncation rules, as in google-research/bert:
   each. `truncate_seq_pair_random` does this on Python lists with an explicit
   `random.Random`, drawing exactly as google's does, so a seeded run makes the same cuts.
 
+The layout itself, column by column, is `bert_tf.text.text_rules.pair_layout`, which
+bert_tf/data/masking.py's NumPy packer of pretraining's instances follows too (the data
+command does not import TensorFlow).
+
 The three outputs are named as everywhere in the project (`bert_tf.base.input_names`):
 `token_ids`, `segment_ids`, `padding_mask` (int32, 1 for real tokens).
 
 `BertPacker` packs in the graph (fine-tuning's tf.data pipelines, every export) and,
 through `pack_rows` / `pack_row`, the rows built in Python (extract_features', the
-quickstart's): the one packer of the project. (bert_tf/data/
-masking.py lays out pretraining's instances without it: the data command must not import
-TensorFlow.)
+quickstart's): the one packer of the project.
 """
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.base.input_names import PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
+from bert_tf.text.text_rules import pair_layout
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):
@@ -135,30 +138,23 @@ class BertPacker(tf.Module):
             keep_a = tf.where(has_b, pair_a, tf.minimum(len_a, seq_length - 2))
             keep_b = tf.where(has_b, pair_b, tf.zeros_like(len_b))
         # ... and again after: a B truncated away (only possible for seq_length <= 4) gets no
-        # second [SEP].
-        second_sep = (keep_b > 0)[:, None]                               # [batch, 1]
-
-        # Fill [batch, seq_length] position by position:
-        #   0: [CLS] | 1..ka: A | ka+1: [SEP] | ka+2..ka+1+kb: B | ka+2+kb: [SEP] | padding
+        # second [SEP] (pair_layout: a B of no tokens is no segment).
         col = tf.range(seq_length, dtype=tf.int64)[None, :]           # [1, L]
         ka, kb = keep_a[:, None], keep_b[:, None]                          # [batch, 1]
-        length = 2 + ka + tf.where(second_sep, kb + 1, tf.zeros_like(kb))  # [batch, 1]
+        layout = pair_layout(col, ka, kb)
         last = seq_length - 1
         dense_a = _to_width(a, seq_length, self.pad_id)
         index_a = tf.broadcast_to(tf.clip_by_value(col - 1, 0, last), tf.shape(dense_a, tf.int64))
-        tokens = tf.where(col <= ka, tf.gather(dense_a, index_a, batch_dims=1), self.pad_id)
+        tokens = tf.where(layout.in_a, tf.gather(dense_a, index_a, batch_dims=1), self.pad_id)
         if b is not None:
             dense_b = _to_width(b, seq_length, self.pad_id)
             index_b = tf.clip_by_value(col - ka - 2, 0, last)              # [batch, L]
-            in_b = (col >= ka + 2) & (col < ka + 2 + kb)
-            tokens = tf.where(in_b, tf.gather(dense_b, index_b, batch_dims=1), tokens)
-        is_sep = (col == ka + 1) | ((col == length - 1) & second_sep)
-        tokens = tf.where(is_sep, self.sep_id, tokens)
+            tokens = tf.where(layout.in_b, tf.gather(dense_b, index_b, batch_dims=1), tokens)
+        tokens = tf.where(layout.is_sep, self.sep_id, tokens)
         tokens = tf.where(col == 0, self.cls_id, tokens)
-        real = col < length                                                # [batch, L]
-        return {TOKEN_IDS: tf.where(real, tokens, self.pad_id),
-                SEGMENT_IDS: tf.cast(real & (col >= ka + 2), tf.int32),
-                PADDING_MASK: tf.cast(real, tf.int32)}
+        return {TOKEN_IDS: tokens,
+                SEGMENT_IDS: tf.cast(layout.second_segment, tf.int32),
+                PADDING_MASK: tf.cast(layout.real, tf.int32)}
 
 
 def pack_rows(ids_a, ids_b=None, seq_length=None, cls_id=None, sep_id=None, pad_id=0,

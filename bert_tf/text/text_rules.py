@@ -14,7 +14,10 @@ load TensorFlow), the word cutter of NER (`bert_tf.text.words`) and the vocabula
   newline and return, which are whitespace) are deleted and do not even split words;
 * word breaks (`is_word_break`): google's whitespace, and what `str.split()` splits on
   among the characters cleaning keeps;
-* the word limit: a word of more code points than `MAX_CHARS_PER_WORD` is one [UNK].
+* the word limit: a word of more code points than `MAX_CHARS_PER_WORD` is one [UNK];
+* the input layout (`pair_layout`): [CLS] A [SEP] B [SEP], column by column, which the
+  graph packer (`bert_tf.text.packing.BertPacker`) and the data script's NumPy packer
+  (`bert_tf.data.masking.pack`) both follow.
 
 The graph tokenizer cannot call these functions on each character; it looks characters up
 in tables built from the `*_code_points()` sets below. tests/text/test_text_rules.py holds the
@@ -22,6 +25,7 @@ sets, the graph tables and the offline tokenizer's ASCII tables equal to the pre
 every code point.
 """
 
+import collections
 import functools
 import os
 import re
@@ -126,6 +130,31 @@ def word_break_code_points():
     breaks.update(cp for cp, category in enumerate(unicode_categories())
                   if category in ("Zs", "Zl", "Zp"))
     return tuple(sorted(breaks))
+
+
+# ---------------------------------------------------------------------------- input layout
+
+Layout = collections.namedtuple("Layout", "in_a in_b is_sep real second_segment")
+
+
+def pair_layout(col, keep_a, keep_b):
+    """BERT's input layout, column by column: google's `[CLS] A [SEP] B [SEP]`, then
+    padding; a B of no tokens is no segment ([CLS] A [SEP], no second [SEP]).
+
+        0: [CLS] | 1..a: A | a+1: [SEP] | a+2..a+1+b: B | a+2+b: [SEP] (b > 0) | padding
+
+    Written with operators only, so NumPy arrays and TensorFlow tensors both go through it.
+    col: the columns, [1, L]; keep_a, keep_b: each row's A and B lengths, [N, 1] (B 0: one
+    segment). -> Layout of bool [N, L]: in_a, in_b (the segments' tokens), is_sep, real
+    (not padding) and second_segment (segment id 1: B and its [SEP])."""
+    end = keep_a + 2 + keep_b                   # the second [SEP]'s column
+    has_b = keep_b > 0
+    real = (col <= keep_a + 1) | ((col <= end) & has_b)
+    return Layout(in_a=(col >= 1) & (col <= keep_a),
+                  in_b=(col >= keep_a + 2) & (col < end),
+                  is_sep=(col == keep_a + 1) | ((col == end) & has_b),
+                  real=real,
+                  second_segment=real & (col >= keep_a + 2))
 
 
 # ------------------------------------------------------------------------------ vocabulary

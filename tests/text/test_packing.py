@@ -233,3 +233,27 @@ def test_pack_row_is_the_packers_layout():
     assert pack_row([5, 6], [7], None, CLS, SEP)["token_ids"].tolist() == [CLS, 5, 6, SEP, 7, SEP]
     with pytest.raises(ValueError, match="do not fit in 5"):
         pack_row([5, 6, 7, 8], None, 5, CLS, SEP)
+
+
+def test_the_data_scripts_numpy_packer_lays_out_rows_as_bertpacker():
+    """bert_tf/data/masking.pack (the data script's packer of pretraining instances, A and
+    B as ranges of one token array) follows text_rules.pair_layout as BertPacker does: the
+    same ids, segments and mask on 300 random instances that fit (a B of no tokens
+    included), its candidates the segments' tokens and its counts the real columns."""
+    from bert_tf.data import masking
+    rng = np.random.default_rng(3)
+    tokens = rng.integers(1000, 6000, 400).astype(np.int32)
+    a_len = rng.integers(0, 9, 300)
+    b_len = np.where(rng.random(300) < 0.2, 0, rng.integers(1, 6, 300))
+    a_start, b_start = rng.integers(0, 380, 300), rng.integers(0, 380, 300)
+    ids, segments, mask, candidate, n_tokens = masking.pack(
+        tokens, a_start, a_len, b_start, b_len, 16, CLS, SEP)
+    ragged = lambda starts, lengths: tf.ragged.constant(
+        [tokens[s:s + n].tolist() for s, n in zip(starts, lengths)], tf.int32, ragged_rank=1)
+    want = BertPacker(16, CLS, SEP, PAD)(ragged(a_start, a_len), ragged(b_start, b_len))
+    assert ids.tolist() == want["token_ids"].numpy().tolist()
+    assert segments.tolist() == want["segment_ids"].numpy().tolist()
+    assert mask.astype(int).tolist() == want["padding_mask"].numpy().tolist()
+    assert candidate.tolist() == (mask & (ids != CLS) & (ids != SEP)).tolist()
+    assert n_tokens.tolist() == (a_len + 2 + np.where(b_len > 0, b_len + 1, 0)).tolist()
+    assert (b_len == 0).sum() > 30 and segments.max() == 1
