@@ -153,8 +153,8 @@ class ServingModule(tf.Module):
         def serve_examples(serialized):
             serialized = after(check_shape(serialized, [None], "examples", "strings"),
                                serialized)
-            parsed = tf.io.parse_example(serialized, self.example_features())
-            return self.outputs_from_text(**self.checked_texts(parsed))
+            # serve_text's traced function, called: the text path is traced once.
+            return serve_text(tf.io.parse_example(serialized, self.example_features()))
 
         # Signatures take keyword tensors: unpack the dicts.
         return {
