@@ -6,6 +6,7 @@ and the Keras model, with three signatures, as TF Serving users expect:
     serving_default   tf.string text inputs        -> task outputs
     serve_tokenized   token_ids, segment_ids, padding_mask (int32 [batch, seq]) -> outputs
     serve_examples    serialized tf.Example with the text features -> task outputs
+                      (parsed, then serving_default's traced function called)
 
 Everything inside the signatures is TensorFlow / tensorflow_text ops, so the SavedModel
 loads in a process that imports nothing else (TF Serving links exactly those ops).
