@@ -120,9 +120,43 @@ def minilm():
 
 
 # Tiny fine-tuning runs of every task family and their exports (tests/task_runs.py), built
-# once per test session (per xdist worker): each family's serving tests
-# (tests/families/*/test_serving.py) and every family's exports together
-# (tests/export/test_export_tasks.py) use the same ones. A SavedModel save costs seconds.
+# once per test session: each family's serving tests (tests/families/*/test_serving.py)
+# and every family's exports together (tests/export/test_export_tasks.py) use the same
+# ones. A SavedModel save costs seconds. The files that use them run on one xdist worker
+# (pytest_xdist_make_scheduler below), so the other never builds them again.
+TASK_RUN_FIXTURES = ("classifier_runs", "frozen_pair_export", "swag_run", "ner_run",
+                     "squad_runs", "all_exports")
+TASK_RUN_FILES = ("tests/export/test_export_tasks.py",
+                  "tests/families/classification/test_serving.py",
+                  "tests/families/ner/test_serving.py",
+                  "tests/families/squad/test_serving.py",
+                  "tests/families/swag/test_serving.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest.ini's --dist loadfile, with TASK_RUN_FILES one unit of work: whole files go
+    to the workers in collection order, and the files that use the task runs all go to the
+    worker that takes the first of them (tests/test_layout.py keeps the list complete)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class TaskRunsTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            path = super()._split_scope(nodeid)
+            return TASK_RUN_FILES[0] if path in TASK_RUN_FILES else path
+    return TaskRunsTogether(config, log)
+
+
+# The tests that -k, -m (the fast tier) or --deselect left out of this run: collected all
+# the same (tests/test_layout.py reads what every collected test uses).
+DESELECTED = []
+
+
+def pytest_deselected(items):
+    DESELECTED.extend(items)
+
 
 @pytest.fixture(scope="session")
 def classifier_runs(tmp_path_factory):

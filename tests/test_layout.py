@@ -309,6 +309,20 @@ def test_no_test_module_imports_another():
     assert not wrong, wrong
 
 
+def test_the_task_run_files_are_the_files_that_use_the_task_runs(request):
+    """conftest.py's TASK_RUN_FILES, which the scheduler keeps on one xdist worker so that
+    the task runs are built once, are exactly the test files whose tests use those
+    session fixtures (checked where the run collected all six files, whatever it
+    selected from them)."""
+    from tests.conftest import DESELECTED, TASK_RUN_FILES, TASK_RUN_FIXTURES
+    items = list(request.session.items) + DESELECTED
+    if not set(TASK_RUN_FILES) <= {item.nodeid.split("::")[0] for item in items}:
+        pytest.skip("checked on a run that collects every file of TASK_RUN_FILES")
+    using = {item.nodeid.split("::")[0] for item in items
+             if set(TASK_RUN_FIXTURES) & set(getattr(item, "fixturenames", ()))}
+    assert using == set(TASK_RUN_FILES), (sorted(using), TASK_RUN_FILES)
+
+
 def test_every_collected_test_has_a_recorded_duration(request):
     """tests/durations.json holds a time for every test this run collected: the fast tier
     (conftest.py) is chosen from those times, and a test without one would land in it

@@ -17,7 +17,7 @@ from bert_tf.training.optimization import (WarmupLinearDecay, create_optimizer, 
 from bert_tf.training.trainer import PretrainingLoop
 from bert_tf.run_pretraining import parse_args, write_eval_results
 from tests import ROOT
-from tests.testing import free_ports, write_pretraining_shards
+from tests.testing import free_ports, run_command, write_pretraining_shards
 
 TINY = dict(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=128, max_position_embeddings=64, hidden_dropout_prob=0.0,
@@ -283,7 +283,7 @@ def test_interrupted_runs_resume_bit_identically_with_dropout(tmp_path, shards):
         np.testing.assert_array_equal(value, expected[name], err_msg=name)
 
 
-def test_non_finite_loss_stops_with_the_step(tmp_path, config_file):
+def test_non_finite_loss_stops_with_the_step(tmp_path, config_file, capsys):
     bad = write_pretraining_shards(str(tmp_path / "bad"), num_files=1, examples_per_file=32,
                                    seq_length=32, predictions=5)
     # A shard whose masked-LM weights are NaN poisons the loss at the first step.
@@ -294,14 +294,14 @@ def test_non_finite_loss_stops_with_the_step(tmp_path, config_file):
             ex = tf.train.Example.FromString(r)
             ex.features.feature["masked_lm_weights"].float_list.value[:] = [float("nan")] * 5
             w.write(ex.SerializeToString())
-    cmd = [sys.executable, "-m", "bert_tf.run_pretraining", f"--input_file={bad}",
-           f"--output_dir={tmp_path / 'run'}", f"--bert_config_file={config_file}",
-           "--do_train", "--train_batch_size=8", "--max_seq_length=32",
-           "--max_predictions_per_seq=5", "--num_train_steps=4", "--num_warmup_steps=0"]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                            env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert result.returncode == 1
-    assert "error: step 1: non-finite loss" in result.stderr
+    # In this process: the command's exit status and its stderr are what is checked.
+    code, err = run_command("bert_tf.run_pretraining", [
+        f"--input_file={bad}", f"--output_dir={tmp_path / 'run'}",
+        f"--bert_config_file={config_file}", "--do_train", "--train_batch_size=8",
+        "--max_seq_length=32", "--max_predictions_per_seq=5", "--num_train_steps=4",
+        "--num_warmup_steps=0"], capsys)
+    assert code == 1
+    assert "error: step 1: non-finite loss" in "\n".join(err)
     assert not tf.train.latest_checkpoint(str(tmp_path / "run"))
 
 
