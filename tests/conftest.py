@@ -133,7 +133,8 @@ TASK_RUN_FILES = ("tests/export/test_export_tasks.py",
                   "tests/families/swag/test_serving.py")
 
 
-@pytest.hookimpl(tryfirst=True)
+# optionalhook: pytest-xdist defines the hook; without it (-p no:xdist) it is not called.
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """pytest.ini's --dist loadfile, with TASK_RUN_FILES one unit of work: whole files go
     to the workers in collection order, and the files that use the task runs all go to the
