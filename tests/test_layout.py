@@ -312,8 +312,8 @@ def test_no_test_module_imports_another():
 def test_the_task_run_files_are_the_files_that_use_the_task_runs(request):
     """conftest.py's TASK_RUN_FILES, which the scheduler keeps on one xdist worker so that
     the task runs are built once, are exactly the test files whose tests use those
-    session fixtures (checked where the run collected all six files, whatever it
-    selected from them)."""
+    session fixtures (checked where the run collected every one of those files, whatever
+    it selected from them)."""
     from tests.conftest import DESELECTED, TASK_RUN_FILES, TASK_RUN_FIXTURES
     items = list(request.session.items) + DESELECTED
     if not set(TASK_RUN_FILES) <= {item.nodeid.split("::")[0] for item in items}:
