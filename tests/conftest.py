@@ -133,21 +133,39 @@ TASK_RUN_FILES = ("tests/export/test_export_tasks.py",
                   "tests/families/swag/test_serving.py")
 
 
+@pytest.fixture(scope="session")
+def bad_inputs(tmp_path_factory, minilm_dir):
+    """Every bad input of tests/fuzz_inputs.py (~20 CPU-s to write: a tiny fine-tune, a
+    pretraining step, an export and damaged copies of each), for the fuzz table and the
+    full-disk worker (tests/workflows/test_fuzz.py, test_full_disk.py)."""
+    from tests import fuzz_inputs
+    return fuzz_inputs.build(str(tmp_path_factory.mktemp("fuzz")), minilm_dir)
+
+
+# Session fixtures and the test files that use them: each group's files are one unit of
+# work for the scheduler below, so one xdist worker builds the fixtures once.
+SHARED = {"task runs": (TASK_RUN_FIXTURES, TASK_RUN_FILES),
+          "bad inputs": (("bad_inputs",), ("tests/workflows/test_full_disk.py",
+                                           "tests/workflows/test_fuzz.py"))}
+
+
 # optionalhook: pytest-xdist defines the hook; without it (-p no:xdist) it is not called.
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """pytest.ini's --dist loadfile, with TASK_RUN_FILES one unit of work: whole files go
-    to the workers in collection order, and the files that use the task runs all go to the
-    worker that takes the first of them (tests/test_layout.py keeps the list complete)."""
+    """pytest.ini's --dist loadfile, with each group of SHARED one unit of work: whole
+    files go to the workers in collection order, and the files that use a group's session
+    fixtures all go to the worker that takes the first of them (tests/test_layout.py keeps
+    the lists complete)."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
+    unit = {path: files[0] for _, files in SHARED.values() for path in files}
 
-    class TaskRunsTogether(LoadFileScheduling):
+    class SharedFixturesTogether(LoadFileScheduling):
         def _split_scope(self, nodeid):
             path = super()._split_scope(nodeid)
-            return TASK_RUN_FILES[0] if path in TASK_RUN_FILES else path
-    return TaskRunsTogether(config, log)
+            return unit.get(path, path)
+    return SharedFixturesTogether(config, log)
 
 
 # The tests that -k, -m (the fast tier) or --deselect left out of this run: collected all

@@ -2,9 +2,10 @@
 tests/workflows/test_full_disk.py, which starts it in a private mount namespace (`unshare`) with two
 tmpfs mounts: FULL (filled to the last byte) and READ_ONLY.
 
-    python tests/full_disk_worker.py FULL READ_ONLY WORK MINILM_DIR [TIGHT]
+    python tests/full_disk_worker.py FULL READ_ONLY INPUTS WORK [TIGHT]
 
-WORK (an ordinary folder) gets the inputs (tests/fuzz_inputs.py). Prints one JSON line:
+INPUTS: the folder tests/fuzz_inputs.py's `build` wrote (read with `load`); WORK (an
+ordinary folder) gets the reference run of `stages`. Prints one JSON line:
 {row: {"code", "stderr", "before", "after"}} with each mount's listing before and after.
 TIGHT, a third tmpfs, gets the commands of `stages`, each run into it with the room for
 part of what it writes: the disk fills while the command works (a fine-tune with
@@ -161,11 +162,11 @@ def stages(ns, work, out):
 
 
 def main():
-    full, read_only, work, minilm_dir = sys.argv[1:5]
+    full, read_only, inputs, work = sys.argv[1:5]
     tight = sys.argv[5] if len(sys.argv) > 5 else None
     import warnings
     warnings.filterwarnings("ignore")   # Keras' own warnings are not the commands' lines
-    ns = fuzz_inputs.build(work, minilm_dir)
+    ns = fuzz_inputs.load(inputs)
     fill(full)
     results = {}
     for mount, kind in ((full, "full"), (read_only, "read_only")):

@@ -1,6 +1,8 @@
-"""The bad (and awkward but valid) inputs of tests/workflows/test_fuzz.py, written once per test
-module into one directory: text files in every broken shape, damaged binaries of each
-checkpoint and data format the commands read, and small good inputs to damage."""
+"""The bad (and awkward but valid) inputs of tests/workflows/test_fuzz.py and
+tests/workflows/test_full_disk.py, written once per test session into one directory
+(conftest.py's `bad_inputs`): text files in every broken shape, damaged binaries of each
+checkpoint and data format the commands read, and small good inputs to damage. The
+directory's inputs.json names them (`load`: for the full-disk worker's process)."""
 
 import json
 import os
@@ -267,4 +269,14 @@ def build(directory, minilm_dir):
         else:
             flip(weights, weights, 9)
         setattr(ns, f"run_{kind}", target)
+    _write(d(INDEX), json.dumps(vars(ns), default=str).encode())
     return ns
+
+
+INDEX = "inputs.json"
+
+
+def load(directory):
+    """The namespace `build` returned for `directory`, read from its inputs.json."""
+    with open(os.path.join(directory, INDEX), encoding="utf-8") as f:
+        return types.SimpleNamespace(**json.load(f))

@@ -309,18 +309,21 @@ def test_no_test_module_imports_another():
     assert not wrong, wrong
 
 
-def test_the_task_run_files_are_the_files_that_use_the_task_runs(request):
-    """conftest.py's TASK_RUN_FILES, which the scheduler keeps on one xdist worker so that
-    the task runs are built once, are exactly the test files whose tests use those
-    session fixtures (checked where the run collected every one of those files, whatever
-    it selected from them)."""
-    from tests.conftest import DESELECTED, TASK_RUN_FILES, TASK_RUN_FIXTURES
+@pytest.mark.parametrize("group", ["task runs", "bad inputs"])
+def test_the_shared_fixtures_files_are_the_files_that_use_them(group, request):
+    """conftest.py's SHARED groups, each of whose files the scheduler keeps on one xdist
+    worker so that the group's session fixtures are built once: a group's files are
+    exactly the test files whose tests use its fixtures (checked where the run collected
+    every one of those files, whatever it selected from them)."""
+    from tests.conftest import DESELECTED, SHARED
+    assert sorted(SHARED) == ["bad inputs", "task runs"]
+    fixtures, files = SHARED[group]
     items = list(request.session.items) + DESELECTED
-    if not set(TASK_RUN_FILES) <= {item.nodeid.split("::")[0] for item in items}:
-        pytest.skip("checked on a run that collects every file of TASK_RUN_FILES")
+    if not set(files) <= {item.nodeid.split("::")[0] for item in items}:
+        pytest.skip(f"checked on a run that collects every file of the {group} group")
     using = {item.nodeid.split("::")[0] for item in items
-             if set(TASK_RUN_FIXTURES) & set(getattr(item, "fixturenames", ()))}
-    assert using == set(TASK_RUN_FILES), (sorted(using), TASK_RUN_FILES)
+             if set(fixtures) & set(getattr(item, "fixturenames", ()))}
+    assert using == set(files), (sorted(using), files)
 
 
 def test_every_collected_test_has_a_recorded_duration(request):

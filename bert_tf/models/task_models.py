@@ -34,10 +34,10 @@ from keras import ops
 
 from bert_tf.models.encoder import INPUT_NAMES
 from bert_tf.models.layers import ScalarMix
-from bert_tf.models.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS, FEATURE_HEADS,
-                                        FEATURE_LAYERS, FlattenChoices, FrozenLastLayers,
-                                        RealWindows, SpanLogits, WindowPooling,
-                                        encoder_config)
+from bert_tf.models.feature_choices import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS,
+                                            FEATURE_HEADS)
+from bert_tf.models.task_layers import (FlattenChoices, FrozenLastLayers, RealWindows,
+                                        SpanLogits, WindowPooling, encoder_config)
 
 
 def encoder_policy(encoder):

@@ -97,6 +97,45 @@ def test_help_exits_0_and_lists_the_same_flags(command, capsys):
     assert shown - {"help"} == set(FLAGS[command].split()), command
 
 
+# Run in a new process: each family command's --help, then whether TensorFlow was
+# imported by then.
+_HELP_CHILD = """
+import contextlib, io, json, sys
+from tests import command_main
+main = command_main(sys.argv[1])
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    try:
+        main(["--help"])
+    except SystemExit as e:
+        code = e.code
+print(json.dumps([code, "--output_dir" in out.getvalue(), "tensorflow" in sys.modules]))
+"""
+
+
+@pytest.mark.parametrize("name", ["classification", "swag", "ner", "squad", "multilabel"])
+def test_a_family_command_answers_help_and_refuses_before_tensorflow(name, tmp_path):
+    """Each family's command imports its Task (and so TensorFlow and the model) only once
+    the flags passed their checks: --help, and a command with nothing to do, are answered
+    in a fraction of a second instead of after TensorFlow's start (~5 CPU-s)."""
+    import json
+    import subprocess
+    import sys
+
+    from tasks.families import REGISTRY
+    from tests import ROOT
+    from tests.testing import refusals_before_tensorflow
+    assert sorted(REGISTRY) == sorted(["classification", "swag", "ner", "squad",
+                                       "multilabel"])
+    module = f"tasks.families.{name}"
+    done = subprocess.run([sys.executable, "-c", _HELP_CHILD, module], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [0, True, False], module
+    flags = ["--task_name=custom"] if name == "classification" else []
+    refusals_before_tensorflow(module, [(flags + ["--output_dir", str(tmp_path / "run")],
+                                         "nothing to do: pass --do_train")], tmp_path)
+
+
 def test_export_help_names_every_task_family_for_its_run_directory(capsys):
     """export.saved_model --help: the --checkpoint_dir line names every task of --task,
     the pretrained ones and each registered family (multi-label included), as what the

@@ -14,7 +14,7 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf.models.task_layers import FEATURE_LAYERS, feature_layer_indexes
+from bert_tf.models.feature_choices import FEATURE_LAYERS, feature_layer_indexes
 from bert_tf.models.task_models import BertTokenClassifier
 from tasks.families.ner import conlleval
 from tasks.families.ner import frozen_features

@@ -6,7 +6,8 @@ empty model folder).
 Both are tmpfs mounts in a private mount namespace (`unshare --mount --map-root-user`,
 so no root is needed where user namespaces are allowed); where that is not possible the
 test skips and says why. The commands run in one worker process
-(tests/full_disk_worker.py) so TensorFlow starts once."""
+(tests/full_disk_worker.py) so TensorFlow starts once, on the session's inputs of
+tests/fuzz_inputs.py (conftest.py's `bad_inputs`, which the fuzz table reads too)."""
 
 import json
 import os
@@ -36,7 +37,7 @@ def _namespace_works(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory, minilm_dir):
+def results(tmp_path_factory, bad_inputs):
     root = tmp_path_factory.mktemp("full_disk")
     why = _namespace_works(root)
     if why:
@@ -48,7 +49,8 @@ def results(tmp_path_factory, minilm_dir):
     script = (f"mount -t tmpfs -o size=8m tmpfs {full} && "
               f"mount -t tmpfs -o ro,size=8m tmpfs {read_only} && "
               f"mount -t tmpfs -o size=40m tmpfs {tight} && "
-              f"exec {sys.executable} {WORKER} {full} {read_only} {work} {minilm_dir} {tight}")
+              f"exec {sys.executable} {WORKER} {full} {read_only} {bad_inputs.root} {work} "
+              f"{tight}")
     run = subprocess.run(["unshare", "--mount", "--map-root-user", "sh", "-c", script],
                          capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -14,7 +14,6 @@ import os
 
 import pytest
 
-from tests import fuzz_inputs
 from tests import command_main
 from tests.testing import tree_hash
 
@@ -500,8 +499,8 @@ damage_rows(EXPORT, ex, [
 
 
 @pytest.fixture(scope="module")
-def ns(tmp_path_factory, minilm_dir):
-    return fuzz_inputs.build(str(tmp_path_factory.mktemp("fuzz")), minilm_dir)
+def ns(bad_inputs):
+    return bad_inputs
 
 
 def _expected(text, ns):

@@ -12,19 +12,26 @@ run writes.
 """
 
 from tasks import common
-from tasks.families.classification.config import ClassificationConfig
-from tasks.families.classification.task import ClassificationTask
+from tasks.families.classification.config import ClassificationConfig, check
 
 
 def add_flags(parser):
     return common.add_flags(parser, ClassificationConfig)
 
 
+def family(config):
+    """The family's Task, imported once the flags passed their checks: a bad command
+    (and --help) is answered before TensorFlow is imported."""
+    check(config)
+    from tasks.families.classification.task import ClassificationTask
+    return ClassificationTask()
+
+
 def main(argv=None):
     parser = add_flags(common.parser(
         "Fine-tune, evaluate and predict GLUE tasks or your own sentence (pair) "
         "classification / regression data with BERT."))
-    return common.run(ClassificationTask(), ClassificationConfig, parser.parse_args(argv))
+    return common.run(family, ClassificationConfig, parser.parse_args(argv))
 
 
 if __name__ == "__main__":

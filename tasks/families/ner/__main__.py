@@ -10,17 +10,24 @@ the files, the labelling and the feature-based recipe; its reader is data.py.
 """
 
 from tasks import common
-from tasks.families.ner.config import NerConfig
-from tasks.families.ner.task import NerTask
+from tasks.families.ner.config import NerConfig, check
 
 
 def add_flags(parser):
     return common.add_flags(parser, NerConfig)    # max_seq_length: unset (the run's)
 
 
+def family(config):
+    """The family's Task, imported once the flags passed their checks: a bad command
+    (and --help) is answered before TensorFlow is imported."""
+    check(config)
+    from tasks.families.ner.task import NerTask
+    return NerTask()
+
+
 def main(argv=None):
     parser = add_flags(common.parser("Fine-tune and evaluate BERT for CoNLL NER."))
-    return common.run(NerTask(), NerConfig, parser.parse_args(argv))
+    return common.run(family, NerConfig, parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ feature-based head's defaults and the checks of its flags."""
 import dataclasses
 from typing import ClassVar
 
-from bert_tf.models.task_layers import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS,
-                                        FEATURE_HEADS, FEATURE_LAYERS)
+from bert_tf.models.feature_choices import (DEFAULT_FEATURE_LAYERS, DEFAULT_LSTM_UNITS,
+                                            FEATURE_HEADS, FEATURE_LAYERS)
 from tasks import driver
 from tasks.families.ner.data import LINE_UNITS
 from tasks.task import Task

@@ -8,17 +8,24 @@ SquadTask) is task.py beside this, whose docstring lists what a run writes.
 """
 
 from tasks import common
-from tasks.families.squad.config import SquadConfig
-from tasks.families.squad.task import SquadTask
+from tasks.families.squad.config import SquadConfig, check
 
 
 def add_flags(parser):
     return common.add_flags(parser, SquadConfig)  # max_seq_length: unset (the run's)
 
 
+def family(config):
+    """The family's Task, imported once the flags passed their checks: a bad command
+    (and --help) is answered before TensorFlow is imported."""
+    check(config)
+    from tasks.families.squad.task import SquadTask
+    return SquadTask()
+
+
 def main(argv=None):
     parser = add_flags(common.parser("Fine-tune and evaluate BERT on SQuAD v1.1 / v2.0."))
-    return common.run(SquadTask(), SquadConfig, parser.parse_args(argv))
+    return common.run(family, SquadConfig, parser.parse_args(argv))
 
 
 if __name__ == "__main__":
