@@ -116,18 +116,17 @@ def parser(description):
     return ArgumentParser(description=description, formatter_class=DefaultsOnceFormatter)
 
 
-def run(task, config_class, args):
-    """`python -m tasks.<name>`: the task run on the config of parsed flags, with the
-    commands' exit convention (bert_tf/base/cli.py). `task`: a tasks.task.Task, or a
-    function of the config that returns one: a command that checks its flags there
-    first refuses a bad one before its family (and TensorFlow) is imported."""
+def run(family, config_class, args):
+    """`python -m tasks.<name>`: the family's Task run on the config of parsed flags, with
+    the commands' exit convention (bert_tf/base/cli.py). `family`: a function of the
+    config that returns the Task; a command checks its flags there before it imports its
+    family, so a bad one (and --help) is answered without TensorFlow's start."""
     from bert_tf.base.training_plumbing import Interrupted
     from tasks import driver
-    from tasks.task import Task
 
     def run_task(a):
         config = config_class.from_args(a)
-        return driver.run(task if isinstance(task, Task) else task(config), config)
+        return driver.run(family(config), config)
     # Interrupted: SIGTERM or SIGINT stopped training after saving (tasks/resume.py).
     # The numeric flags' ranges are the settings' (FineTuneConfig.flag_ranges).
     return run_main(run_task, args, errors=(Interrupted,), **config_class.flag_ranges())
