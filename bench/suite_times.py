@@ -110,7 +110,9 @@ def main():
         "its runs after one warm-up. CI's limit is 20 minutes on a 2-core machine; the "
         "fast tier's is 60 s (tests/README.md).",
         markdown_table(["command", "what runs", "wall", "CPU"], rows),
-        f"{time.strftime('%Y-%m-%d')}, {where}. Machine: {machine()}.",
+        f"{time.strftime('%Y-%m-%d')}, {where}. Machine: {machine()}; "
+        f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', 'unset')} "
+        "(CI runs with it set).",
         f"Command: `{command_line()}`"])
     write_section(f"Test suite and CI ({kind})", body)
     print(body)
