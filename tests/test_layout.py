@@ -326,6 +326,15 @@ def test_the_shared_fixtures_files_are_the_files_that_use_them(group, request):
     assert using == set(files), (sorted(using), files)
 
 
+def test_collecting_the_files_imports_no_library_their_tests_use_only_sometimes():
+    """torch, transformers and snownlp are imported by the tests that use them: pytest's
+    probes of a file's objects while collecting it (`__wrapped__`, `_mock_name`) leave a
+    `testing.lazy_module` unimported, so no run, the fast tier's included, starts by
+    paying for them."""
+    from tests.conftest import IMPORTED_BY_COLLECTION
+    assert IMPORTED_BY_COLLECTION == []
+
+
 def test_every_collected_test_has_a_recorded_duration(request):
     """tests/durations.json holds a time for every test this run collected: the fast tier
     (conftest.py) is chosen from those times, and a test without one would land in it
@@ -340,3 +349,21 @@ def test_every_collected_test_has_a_recorded_duration(request):
         f"(the fast tier is chosen from it): {missing[:20]}. Record them with a whole run, "
         "`python -m pytest -q --record-durations` (or with only their files named after it: "
         "the tests it does not run keep their times), and commit tests/durations.json.")
+
+
+def test_recorded_durations_name_no_test_that_is_gone(request):
+    """Every test timed in tests/durations.json still exists: the times add up to the
+    suite's, which sets the fast tier's limit (conftest.py's FAST_SHARE), and a renamed or
+    deleted test's time would stay there unseen. Checked where the run collected every
+    test file."""
+    from tests.conftest import DESELECTED, recorded_durations
+    collected = {item.nodeid for item in list(request.session.items) + DESELECTED}
+    files = {os.path.relpath(os.path.join(folder, name), ROOT)
+             for folder, _, names in os.walk(os.path.join(ROOT, "tests"))
+             for name in names if name.startswith("test_") and name.endswith(".py")}
+    if not files <= {nodeid.split("::")[0] for nodeid in collected}:
+        pytest.skip("checked on a run that collects every test file")
+    gone = sorted(set(recorded_durations()) - collected)
+    assert not gone, (
+        f"tests/durations.json times {len(gone)} tests that are gone: {gone[:20]}. "
+        "Delete their lines from it.")

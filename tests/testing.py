@@ -17,12 +17,17 @@ from tests import TESTS, command_main
 
 
 class LazyModule:
-    """A module imported at its first attribute use (`lazy_module`)."""
+    """A module imported at its first use of a public attribute (`lazy_module`). A name
+    with a leading underscore is not looked up: pytest probes every object of a test
+    file while collecting it (`__wrapped__`, `_mock_name`: its check for wrapped fixtures),
+    and those probes must not import the module."""
 
     def __init__(self, name):
         self._lazy_name = name
 
     def __getattr__(self, attr):
+        if attr.startswith("_"):
+            raise AttributeError(attr)
         return getattr(importlib.import_module(self._lazy_name), attr)
 
 
