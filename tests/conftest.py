@@ -305,7 +305,8 @@ def all_exports(classifier_runs, swag_run, ner_run, squad_runs, tmp_path_factory
 # model, the stdlib corpus), which the fast run would otherwise pay for. A test not
 # recorded yet is fast (it is the one being written) unless it is marked slow. A share,
 # not seconds: the tier stays the same whichever machine, fast or slow, recorded the
-# file; this one keeps it under a minute on the slowest CPU CI has met (tests/README.md).
+# file. This share is chosen for the tier to stay under a minute on the slowest CPU CI has
+# met (an estimate from that CPU's ratio; tests/README.md).
 DURATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "durations.json")
 FAST_SHARE = 1 / 10_000
 _phases = {}
